@@ -1,0 +1,184 @@
+//! The frame allocator of the execution contract, for host activations.
+//!
+//! Buffers are bucketed by exact byte size and [`BufferUsage`]. A buffer
+//! handed out during forward N goes back to the allocator when the last
+//! [`Tensor`](super::Tensor) using it drops, and becomes reusable at the next
+//! [`FrameAllocator::reset`] (the start of forward N+1). The pool grows until
+//! it covers one forward's allocations and then stays flat.
+
+use std::collections::HashMap;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, Weak};
+
+/// What a buffer is used for; pools are separate per usage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BufferUsage {
+    /// Activations and other op outputs.
+    Storage,
+    /// Small parameter blocks (GPU uniforms).
+    Uniform,
+}
+
+type Returned = Mutex<Vec<(BufferUsage, Vec<f32>)>>;
+
+/// Host f32 values owned by a tensor. When it came from a [`FrameAllocator`]
+/// it returns there on drop.
+pub struct HostF32 {
+    data: Vec<f32>,
+    usage: BufferUsage,
+    home: Option<Weak<Returned>>,
+}
+
+impl HostF32 {
+    /// Values not tied to any allocator.
+    pub fn unpooled(data: Vec<f32>) -> Self {
+        HostF32 {
+            data,
+            usage: BufferUsage::Storage,
+            home: None,
+        }
+    }
+}
+
+impl Deref for HostF32 {
+    type Target = [f32];
+    fn deref(&self) -> &[f32] {
+        &self.data
+    }
+}
+
+impl Drop for HostF32 {
+    fn drop(&mut self) {
+        if let Some(home) = self.home.take().and_then(|w| w.upgrade()) {
+            let data = std::mem::take(&mut self.data);
+            home.lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push((self.usage, data));
+        }
+    }
+}
+
+/// A buffer being filled by an op; [`FrameBuf::finish`] turns it into tensor storage.
+pub struct FrameBuf {
+    data: Vec<f32>,
+    usage: BufferUsage,
+    home: Weak<Returned>,
+}
+
+impl FrameBuf {
+    /// The values (stale contents from an earlier frame unless zeroed on request).
+    pub fn as_mut_slice(&mut self) -> &mut [f32] {
+        &mut self.data
+    }
+
+    /// Storage that returns to the allocator when its last tensor drops.
+    pub fn finish(self) -> HostF32 {
+        HostF32 {
+            data: self.data,
+            usage: self.usage,
+            home: Some(self.home),
+        }
+    }
+}
+
+/// Pool of host buffers keyed by (byte size, usage). See the module doc.
+pub struct FrameAllocator {
+    pool: HashMap<(u64, BufferUsage), Vec<Vec<f32>>>,
+    returned: Arc<Returned>,
+    total_bytes: u64,
+    total_buffers: usize,
+}
+
+impl Default for FrameAllocator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl FrameAllocator {
+    /// An empty allocator.
+    pub fn new() -> Self {
+        FrameAllocator {
+            pool: HashMap::new(),
+            returned: Arc::new(Mutex::new(Vec::new())),
+            total_bytes: 0,
+            total_buffers: 0,
+        }
+    }
+
+    /// A buffer of `len` f32 values: reused from the pool when one of exactly
+    /// that size is free, else newly allocated. Contents are stale unless `zeroed`.
+    pub fn alloc(&mut self, len: usize, usage: BufferUsage, zeroed: bool) -> FrameBuf {
+        let key = ((len * 4) as u64, usage);
+        let data = match self.pool.get_mut(&key).and_then(Vec::pop) {
+            Some(mut d) => {
+                if zeroed {
+                    d.fill(0.0);
+                }
+                d
+            }
+            None => {
+                self.total_bytes += key.0;
+                self.total_buffers += 1;
+                vec![0.0; len]
+            }
+        };
+        FrameBuf {
+            data,
+            usage,
+            home: Arc::downgrade(&self.returned),
+        }
+    }
+
+    /// Start of a new forward: every buffer released since the last reset
+    /// becomes reusable.
+    pub fn reset(&mut self) {
+        let released = std::mem::take(
+            &mut *self
+                .returned
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        for (usage, data) in released {
+            self.pool
+                .entry(((data.len() * 4) as u64, usage))
+                .or_default()
+                .push(data);
+        }
+    }
+
+    /// Bytes of every buffer this allocator has created (free or in use).
+    pub fn pool_bytes(&self) -> u64 {
+        self.total_bytes
+    }
+
+    /// Number of buffers this allocator has created (free or in use).
+    pub fn pool_buffers(&self) -> usize {
+        self.total_buffers
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_return_on_drop_and_are_reused_after_reset() {
+        let mut a = FrameAllocator::new();
+        let b = a.alloc(10, BufferUsage::Storage, true).finish();
+        drop(b);
+        // Not reusable within the same frame.
+        let c = a.alloc(10, BufferUsage::Storage, true).finish();
+        assert_eq!(a.pool_buffers(), 2);
+        drop(c);
+        a.reset();
+        let _d = a.alloc(10, BufferUsage::Storage, true);
+        let _e = a.alloc(10, BufferUsage::Storage, true);
+        assert_eq!(a.pool_buffers(), 2);
+        // Other size or usage: new buffers.
+        let _f = a.alloc(10, BufferUsage::Uniform, true);
+        let _g = a.alloc(11, BufferUsage::Storage, true);
+        assert_eq!(a.pool_buffers(), 4);
+        assert_eq!(a.pool_bytes(), 4 * 40 + 44);
+    }
+}

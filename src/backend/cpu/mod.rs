@@ -1,0 +1,1 @@
+//! The `cpu` backend. Not implemented yet: nothing here runs ops.

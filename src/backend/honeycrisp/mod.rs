@@ -1,0 +1,1 @@
+//! The `honeycrisp` backend. Not implemented yet: nothing here runs ops.

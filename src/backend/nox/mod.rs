@@ -1,0 +1,1 @@
+//! The `nox` backend. Not implemented yet: nothing here runs ops.

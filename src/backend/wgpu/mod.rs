@@ -1,0 +1,1 @@
+//! The `wgpu` backend. Not implemented yet: nothing here runs ops.

@@ -1,0 +1,21 @@
+//! cyb-llm: runs self-contained `.model` files.
+//!
+//! Layers, each a module: [`loader`] (mmap, parse and validate a `.model` file),
+//! [`import`] (write `.model` files from GGUF / Hugging Face sources),
+//! [`tokenizer`], [`quant`] (weight encodings), [`backend`] (the `Backend`
+//! trait, dispatcher and backends), [`curated`] (hand-written model families),
+//! [`graph`] (the graph-IR path).
+
+pub mod backend;
+pub mod curated;
+pub mod dtype;
+pub mod error;
+pub mod graph;
+pub mod import;
+pub mod loader;
+pub mod quant;
+pub mod tokenizer;
+
+pub use dtype::DType;
+pub use error::{ExecutionError, ImportError, LoadError};
+pub use loader::{load, Model};

@@ -1,0 +1,197 @@
+//! Writing `.model` files: sections in canonical order, the tensor index, and
+//! weights aligned to 64 bytes (format.md). Output goes to a temporary file in
+//! the target folder, is loaded back and validated, and only then renamed into
+//! place, so a failed write leaves no output file.
+
+use super::config::Config;
+use super::toml_text::push_basic_string;
+use crate::dtype::DType;
+use crate::error::ImportError;
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::Path;
+
+/// Alignment of the weights start and of every tensor offset.
+pub const ALIGN: usize = 64;
+
+const SECTION_ORDER: [&str; 7] = ["card", "config", "tensors", "vocab", "chat", "graph", "eval"];
+
+/// One tensor to be written.
+#[derive(Debug, Clone)]
+pub struct PendingTensor<'a> {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub dtype: DType,
+    /// Per-tensor scale (`ternary` only).
+    pub scale: Option<f32>,
+    pub data: Cow<'a, [u8]>,
+}
+
+/// Builds a `.model` file. Tensor data may borrow from a source mapping.
+#[derive(Debug, Default)]
+pub struct ModelWriter<'a> {
+    name: String,
+    sections: Vec<(String, String)>,
+    tensors: Vec<PendingTensor<'a>>,
+}
+
+fn format_error(out: &Path, reason: String) -> ImportError {
+    ImportError::Format {
+        path: out.to_path_buf(),
+        reason,
+    }
+}
+
+impl<'a> ModelWriter<'a> {
+    /// A writer for a model named `name` (the `[cyb] name`).
+    pub fn new(name: impl Into<String>) -> Self {
+        ModelWriter {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets (or replaces) text section `name` (not `tensors` or `weights`, which are generated).
+    pub fn set_section(&mut self, name: &str, body: impl Into<String>) {
+        let mut body = body.into();
+        if !body.ends_with('\n') {
+            body.push('\n');
+        }
+        match self.sections.iter_mut().find(|(n, _)| n == name) {
+            Some(slot) => slot.1 = body,
+            None => self.sections.push((name.to_string(), body)),
+        }
+    }
+
+    /// Serializes `config` as the `config` section.
+    pub fn set_config(&mut self, config: &Config) -> Result<(), ImportError> {
+        let body = toml::to_string(config)
+            .map_err(|e| format_error(Path::new("config"), format!("cannot serialize config: {e}")))?;
+        self.set_section("config", body);
+        Ok(())
+    }
+
+    /// Names of the tensors added so far, in order.
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.iter().map(|t| t.name.as_str())
+    }
+
+    /// Adds a tensor; its byte length must match `shape` and `dtype`.
+    pub fn add_tensor(&mut self, tensor: PendingTensor<'a>) -> Result<(), ImportError> {
+        let expected = tensor.dtype.byte_size(&tensor.shape);
+        if expected != Some(tensor.data.len() as u64) {
+            return Err(format_error(
+                Path::new(&tensor.name),
+                format!(
+                    "tensor `{}`: {} bytes do not match shape {:?} as {} ({expected:?})",
+                    tensor.name,
+                    tensor.data.len(),
+                    tensor.shape,
+                    tensor.dtype
+                ),
+            ));
+        }
+        if self.tensors.iter().any(|t| t.name == tensor.name) {
+            return Err(format_error(
+                Path::new(&tensor.name),
+                format!("tensor `{}` added twice", tensor.name),
+            ));
+        }
+        self.tensors.push(tensor);
+        Ok(())
+    }
+
+    fn tensor_index(&self) -> (String, Vec<u64>, u64) {
+        let mut text = String::new();
+        let mut offsets = Vec::with_capacity(self.tensors.len());
+        let mut at = 0u64;
+        for t in &self.tensors {
+            at = at.next_multiple_of(ALIGN as u64);
+            offsets.push(at);
+            text.push('[');
+            push_basic_string(&mut text, &t.name);
+            text.push_str("]\n");
+            let dims: Vec<String> = t.shape.iter().map(|d| d.to_string()).collect();
+            text.push_str(&format!(
+                "shape = [{}]\nencoding = \"{}\"\noffset = {at}\nsize = {}\n",
+                dims.join(", "),
+                t.dtype.name(),
+                t.data.len()
+            ));
+            if let Some(s) = t.scale {
+                text.push_str(&format!("scale = {s:?}\n"));
+            }
+            text.push('\n');
+            at += t.data.len() as u64;
+        }
+        (text, offsets, at)
+    }
+
+    /// Writes the file to `out` atomically (temp file, validate by loading, rename).
+    pub fn write(mut self, out: &Path) -> Result<(), ImportError> {
+        let io = |source| ImportError::Io {
+            path: out.to_path_buf(),
+            source,
+        };
+        let (index, offsets, weights_size) = self.tensor_index();
+        self.set_section("tensors", index);
+        self.sections.sort_by_key(|(name, _)| {
+            SECTION_ORDER
+                .iter()
+                .position(|s| s == name)
+                .unwrap_or(SECTION_ORDER.len())
+        });
+        for (name, body) in &self.sections {
+            if body.lines().any(|l| l.starts_with("~~~")) {
+                return Err(format_error(
+                    out,
+                    format!("section `{name}` has a line starting with `~~~`"),
+                ));
+            }
+        }
+        let mut text = String::from("[cyb]\ntypes = [\"model\"]\nname = ");
+        push_basic_string(&mut text, &self.name);
+        text.push_str("\nformat_version = 2\n");
+        for (name, _) in &self.sections {
+            let format = if name == "card" { "markdown" } else { "toml" };
+            text.push_str(&format!("\n[[files]]\nname = \"{name}\"\nformat = \"{format}\"\n"));
+        }
+        text.push_str(&format!(
+            "\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {weights_size}\n"
+        ));
+        for (name, body) in &self.sections {
+            text.push_str("~~~");
+            text.push_str(name);
+            text.push('\n');
+            text.push_str(body);
+        }
+        let header = "~~~weights\n";
+        let pad = (ALIGN - (text.len() + header.len()) % ALIGN) % ALIGN;
+        text.extend(std::iter::repeat_n('\n', pad));
+        text.push_str(header);
+
+        let dir = match out.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p,
+            _ => Path::new("."),
+        };
+        let tmp = tempfile::Builder::new()
+            .prefix(".cyb-import-")
+            .tempfile_in(dir)
+            .map_err(io)?;
+        {
+            let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
+            w.write_all(text.as_bytes()).map_err(io)?;
+            let mut at = 0u64;
+            for (t, &off) in self.tensors.iter().zip(&offsets) {
+                let zeros = vec![0u8; (off - at) as usize];
+                w.write_all(&zeros).map_err(io)?;
+                w.write_all(&t.data).map_err(io)?;
+                at = off + t.data.len() as u64;
+            }
+            w.flush().map_err(io)?;
+        }
+        super::load(tmp.path())?;
+        tmp.persist(out).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
