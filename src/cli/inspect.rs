@@ -1,0 +1,139 @@
+//! `cyb-llm inspect MODEL [--tensors] [--hash] [--json]`.
+
+use super::CmdResult;
+use cyb_llm::loader::{ExecPath, Model};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(clap::Args, Debug)]
+pub struct InspectArgs {
+    model: PathBuf,
+    /// List every tensor (name, encoding, shape, bytes).
+    #[arg(long)]
+    tensors: bool,
+    /// Print the SHA-256 of the whole file (the model's identity).
+    #[arg(long)]
+    hash: bool,
+    /// Machine-readable output.
+    #[arg(long)]
+    json: bool,
+}
+
+fn path_name(m: &Model) -> String {
+    match m.exec_path {
+        ExecPath::Curated(f) => format!("curated ({})", f.name()),
+        ExecPath::Graph => "graph".into(),
+    }
+}
+
+/// The summary `inspect` prints, as JSON.
+fn summary(m: &Model, with_tensors: bool, with_hash: bool) -> serde_json::Value {
+    let mut by_encoding: BTreeMap<&str, (usize, u64)> = BTreeMap::new();
+    let mut params = 0u64;
+    for t in m.tensors.entries() {
+        let slot = by_encoding.entry(t.dtype.name()).or_default();
+        slot.0 += 1;
+        slot.1 += t.size;
+        params += t.elements() as u64;
+    }
+    let sections: Vec<_> = m
+        .sections
+        .iter()
+        .map(|s| json!({"name": s.name, "bytes": s.body.len()}))
+        .collect();
+    let mut v = json!({
+        "file": m.path().display().to_string(),
+        "name": m.name,
+        "model_type": m.config.model_type,
+        "family": m.family.map(|f| f.name()),
+        "path": path_name(m),
+        "sections": sections,
+        "architecture": serde_json::to_value(&m.config.architecture).unwrap_or_default(),
+        "tokenizer": serde_json::to_value(&m.config.tokenizer).unwrap_or_default(),
+        "vocab_tokens": m.vocab.as_ref().map(|v| v.tokens.len()),
+        "tensor_count": m.tensors.len(),
+        "parameters": params,
+        "encodings": by_encoding.iter().map(|(k, (n, b))| (k.to_string(), json!({"tensors": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
+    });
+    if with_tensors {
+        v["tensors"] = m
+            .tensors
+            .entries()
+            .iter()
+            .map(|t| json!({"name": t.name, "encoding": t.dtype.name(), "shape": t.shape, "offset": t.offset, "bytes": t.size}))
+            .collect();
+    }
+    if with_hash {
+        v["sha256"] = json!(m.sha256_hex());
+    }
+    v
+}
+
+fn human_bytes(b: u64) -> String {
+    match b {
+        b if b >= 1 << 30 => format!("{:.2} GiB", b as f64 / (1u64 << 30) as f64),
+        b if b >= 1 << 20 => format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64),
+        b if b >= 1 << 10 => format!("{:.1} KiB", b as f64 / 1024.0),
+        b => format!("{b} B"),
+    }
+}
+
+pub fn run(a: InspectArgs) -> CmdResult {
+    let m = cyb_llm::load(&a.model)?;
+    let s = summary(&m, a.tensors, a.hash);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&s)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("file        {}", a.model.display());
+    println!("name        {}", m.name);
+    println!("model_type  {}", m.config.model_type);
+    println!("path        {}", path_name(&m));
+    let sections: Vec<String> = m
+        .sections
+        .iter()
+        .map(|s| format!("{} ({})", s.name, human_bytes(s.body.len() as u64)))
+        .collect();
+    println!("sections    {}", sections.join(", "));
+    let arch = toml::to_string(&m.config.architecture).unwrap_or_default();
+    for line in arch.lines().filter(|l| !l.is_empty()) {
+        println!("  {line}");
+    }
+    if let (Some(t), Some(v)) = (&m.config.tokenizer, &m.vocab) {
+        println!(
+            "tokenizer   {} (pre {}), {} tokens, {} merges",
+            t.kind,
+            t.pre.as_deref().unwrap_or("-"),
+            v.tokens.len(),
+            v.merges.len()
+        );
+    }
+    println!("tensors     {} ({} parameters)", m.tensors.len(), s["parameters"]);
+    if let Some(enc) = s["encodings"].as_object() {
+        for (k, v) in enc {
+            println!(
+                "  {k:<8} {:>5} tensors  {}",
+                v["tensors"],
+                human_bytes(v["bytes"].as_u64().unwrap_or(0))
+            );
+        }
+    }
+    if a.tensors {
+        println!("{:<56} {:<8} {:>24} {:>12}", "name", "encoding", "shape", "bytes");
+        for t in m.tensors.entries() {
+            println!(
+                "{:<56} {:<8} {:>24} {:>12}",
+                t.name,
+                t.dtype.name(),
+                format!("{:?}", t.shape),
+                t.size
+            );
+        }
+    }
+    if a.hash {
+        println!("sha256      {}", s["sha256"].as_str().unwrap_or_default());
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,38 @@
+//! Subcommands of the binary. Each file is one command; this one parses and routes.
+
+mod import;
+mod inspect;
+mod validate;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Result of a command: an exit code, or an error printed as one line plus causes.
+pub type CmdResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+/// cyb-llm: run self-contained .model files.
+#[derive(Parser, Debug)]
+#[command(name = "cyb-llm", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write a .model file from a GGUF file or a Hugging Face folder.
+    Import(import::ImportArgs),
+    /// Show sections, config, family, tensors and identity of a .model file.
+    Inspect(inspect::InspectArgs),
+    /// Load a .model file and check it; --deep decodes every tensor.
+    Validate(validate::ValidateArgs),
+}
+
+/// Runs the parsed command line.
+pub fn run(cli: Cli) -> CmdResult {
+    match cli.command {
+        Command::Import(a) => import::run(a),
+        Command::Inspect(a) => inspect::run(a),
+        Command::Validate(a) => validate::run(a),
+    }
+}
