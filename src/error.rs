@@ -67,7 +67,9 @@ pub enum LoadError {
         field: String,
         reason: String,
     },
-    #[error("{path}: tensor `{tensor}`: unknown encoding `{encoding}` (see quant.md for the list)")]
+    #[error(
+        "{path}: tensor `{tensor}`: unknown encoding `{encoding}` (see quant.md for the list)"
+    )]
     UnknownEncoding {
         path: PathBuf,
         tensor: String,
@@ -178,4 +180,6 @@ pub enum ExecutionError {
     Tokenizer { reason: String },
     #[error("context overflow: {requested} tokens requested but the context holds {max} (raise -c/--ctx-size or shorten the prompt)")]
     ContextOverflow { max: usize, requested: usize },
+    #[error("op {op}: index {index} is outside 0..{len}")]
+    IndexOutOfRange { op: String, index: i64, len: usize },
 }

@@ -260,8 +260,8 @@ impl Tensor {
     /// (no copy). Encoded tensors must keep their last dimension.
     pub fn reshaped(&self, shape: &[usize]) -> Result<Tensor, ExecutionError> {
         let new = TensorInfo::new(shape, self.info.dtype);
-        let keeps_blocks = !self.info.dtype.is_quantized()
-            || shape.last() == self.info.shape.last();
+        let keeps_blocks =
+            !self.info.dtype.is_quantized() || shape.last() == self.info.shape.last();
         if new.numel() != self.numel() || !keeps_blocks {
             return Err(ExecutionError::ShapeMismatch {
                 op: "Reshape".into(),
@@ -340,8 +340,9 @@ pub fn decode_into(
     scale: Option<f32>,
     out: &mut [f32],
 ) -> Result<(), ExecutionError> {
+    let values = out.len();
     let bad = || ExecutionError::WeightFormatMismatch {
-        name: format!("{} values", out.len()),
+        name: format!("{values} values"),
         declared: dtype,
         actual_bytes: bytes.len(),
     };

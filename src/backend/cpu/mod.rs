@@ -1,1 +1,108 @@
-//! The `cpu` backend. Not implemented yet: nothing here runs ops.
+//! The `cpu` backend: fast multi-threaded ops (rayon, SIMD with runtime
+//! detection) for the hot paths, the reference loops for the rest, so it
+//! supports every op. Its activations come from the context's frame allocator.
+
+pub mod fast;
+pub mod reference;
+pub mod simd;
+
+use super::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
+use crate::dtype::DType;
+use crate::error::ExecutionError;
+use std::sync::Arc;
+
+/// The `cpu` backend with its own rayon thread pool.
+pub struct CpuBackend {
+    pool: rayon::ThreadPool,
+    threads: usize,
+}
+
+impl CpuBackend {
+    /// A backend running on `threads` worker threads.
+    pub fn new(threads: usize) -> Result<CpuBackend, ExecutionError> {
+        let threads = threads.max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("cyb-cpu-{i}"))
+            .build()
+            .map_err(|e| ExecutionError::BackendInit {
+                backend: "cpu".into(),
+                reason: format!("cannot start {threads} threads: {e}"),
+            })?;
+        Ok(CpuBackend { pool, threads })
+    }
+
+    /// Worker threads.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+}
+
+/// Starts the cpu backend with `config.threads` threads.
+pub fn init(config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError> {
+    Ok(Arc::new(CpuBackend::new(config.threads)?))
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &str {
+        "cpu"
+    }
+
+    fn supports(&self, _op: &Op, _inputs: &[TensorInfo]) -> bool {
+        true
+    }
+
+    fn execute(
+        &self,
+        op: &Op,
+        inputs: &[Tensor],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Tensor>, ExecutionError> {
+        self.pool.install(|| fast::execute(op, inputs, ctx))
+    }
+
+    fn alloc(&self, shape: &[usize], dtype: DType) -> Result<Tensor, ExecutionError> {
+        host_alloc(self.name(), shape, dtype)
+    }
+
+    fn upload(&self, data: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor, ExecutionError> {
+        host_upload(data, shape, dtype)
+    }
+
+    fn download_f32(&self, t: &Tensor) -> Vec<f32> {
+        t.read_f32("download")
+            .map_or_else(|_| Vec::new(), |v| v.to_vec())
+    }
+}
+
+/// Host backends allocate zeroed mutable f32 state (KV caches) or i32 buffers.
+pub(crate) fn host_alloc(
+    backend: &str,
+    shape: &[usize],
+    dtype: DType,
+) -> Result<Tensor, ExecutionError> {
+    match dtype {
+        DType::F32 => Ok(Tensor::state_zeros(shape)),
+        DType::I32 => Tensor::from_i32(shape, vec![0; shape.iter().product()]),
+        other => Err(ExecutionError::UnsupportedOp {
+            op: "alloc".into(),
+            backend: backend.to_string(),
+            input_dtype: other,
+        }),
+    }
+}
+
+/// Host backends keep uploaded bytes as an encoded tensor (f32 is decoded to host f32).
+pub(crate) fn host_upload(
+    data: &[u8],
+    shape: &[usize],
+    dtype: DType,
+) -> Result<Tensor, ExecutionError> {
+    let bytes = super::SharedBytes::from_vec(data.to_vec());
+    let t = Tensor::from_bytes(shape, dtype, bytes, None)?;
+    if dtype == DType::F32 {
+        let values = t.read_f32("upload")?.to_vec();
+        return Tensor::from_f32(shape, values);
+    }
+    Ok(t)
+}

@@ -1,0 +1,224 @@
+//! Reference arithmetic: matmul, element-wise functions, softmax, embedding,
+//! conv1d, argmax and sampling.
+
+use crate::backend::op::{Op, SampleParams};
+use crate::error::ExecutionError;
+
+/// `erf` (libm, pure Rust and platform independent).
+pub fn erf(x: f32) -> f32 {
+    libm::erff(x)
+}
+
+/// `x / (1 + exp(-x))`.
+pub fn silu(x: f32) -> f32 {
+    x / (1.0 + (-x).exp())
+}
+
+/// Exact GELU, `0.5 x (1 + erf(x / sqrt 2))`.
+pub fn gelu(x: f32) -> f32 {
+    0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2))
+}
+
+/// Tanh-approximated GELU.
+pub fn gelu_tanh(x: f32) -> f32 {
+    let c = (2.0 / std::f32::consts::PI).sqrt();
+    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+}
+
+/// One element-wise op applied to one value.
+pub(super) fn unary(op: &Op, x: f32) -> f32 {
+    match *op {
+        Op::Scale(s) => x * s,
+        Op::Clamp { lo, hi } => x.max(lo).min(hi),
+        Op::NanToNum {
+            nan,
+            pos_inf,
+            neg_inf,
+        } => {
+            if x.is_nan() {
+                nan
+            } else if x == f32::INFINITY {
+                pos_inf
+            } else if x == f32::NEG_INFINITY {
+                neg_inf
+            } else {
+                x
+            }
+        }
+        Op::Silu => silu(x),
+        Op::Gelu => gelu(x),
+        Op::GeluTanh => gelu_tanh(x),
+        Op::Relu => x.max(0.0),
+        Op::LeakyRelu(slope) => {
+            if x > 0.0 {
+                x
+            } else {
+                slope * x
+            }
+        }
+        Op::Sigmoid => 1.0 / (1.0 + (-x).exp()),
+        Op::Tanh => x.tanh(),
+        Op::Softcap(c) => c * (x / c).tanh(),
+        _ => x,
+    }
+}
+
+/// `y[r, n] = sum_k x[r, k] w[n, k]` with `w` of `n` rows.
+pub(super) fn matmul(x: &[f32], w: &[f32], n: usize) -> Vec<f32> {
+    let k = w.len() / n.max(1);
+    let rows = if k == 0 { 0 } else { x.len() / k };
+    let mut y = vec![0.0; rows * n];
+    for r in 0..rows {
+        for j in 0..n {
+            let mut acc = 0.0f64;
+            for i in 0..k {
+                acc += x[r * k + i] as f64 * w[j * k + i] as f64;
+            }
+            y[r * n + j] = acc as f32;
+        }
+    }
+    y
+}
+
+/// Softmax of each row of length `d`; a row of all `-inf` gives zeros.
+pub(super) fn softmax_rows(x: &[f32], d: usize) -> Vec<f32> {
+    let mut y = vec![0.0; x.len()];
+    for (xr, yr) in x.chunks(d.max(1)).zip(y.chunks_mut(d.max(1))) {
+        let max = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if max == f32::NEG_INFINITY {
+            continue;
+        }
+        let mut sum = 0.0f64;
+        for (o, &v) in yr.iter_mut().zip(xr) {
+            *o = (v - max).exp();
+            sum += *o as f64;
+        }
+        for o in yr.iter_mut() {
+            *o = (*o as f64 / sum) as f32;
+        }
+    }
+    y
+}
+
+/// Rows `ids` of `table` (`vocab` rows).
+pub(super) fn embed(ids: &[i32], table: &[f32], vocab: usize) -> Result<Vec<f32>, ExecutionError> {
+    let d = table.len() / vocab.max(1);
+    let mut out = Vec::with_capacity(ids.len() * d);
+    for &id in ids {
+        if id < 0 || id as usize >= vocab {
+            return Err(ExecutionError::IndexOutOfRange {
+                op: "Embed".into(),
+                index: id as i64,
+                len: vocab,
+            });
+        }
+        out.extend_from_slice(&table[id as usize * d..(id as usize + 1) * d]);
+    }
+    Ok(out)
+}
+
+/// `y[o, t] = b[o] + sum_{c, j} w[o, c, j] x[c, t*stride + j - pad]` (zeros outside x).
+pub(super) fn conv1d(
+    x: &[f32],
+    x_shape: &[usize],
+    w: &[f32],
+    w_shape: &[usize],
+    b: Option<&[f32]>,
+    stride: usize,
+    pad: usize,
+) -> Vec<f32> {
+    let (cin, len) = (x_shape[0], x_shape[1]);
+    let (cout, kw) = (w_shape[0], w_shape[2]);
+    let lout = (len + 2 * pad - kw) / stride + 1;
+    let mut y = vec![0.0; cout * lout];
+    for o in 0..cout {
+        for t in 0..lout {
+            let mut acc = b.map_or(0.0, |b| b[o] as f64);
+            for c in 0..cin {
+                for j in 0..kw {
+                    let pos = (t * stride + j) as isize - pad as isize;
+                    if pos >= 0 && (pos as usize) < len {
+                        acc += w[(o * cin + c) * kw + j] as f64 * x[c * len + pos as usize] as f64;
+                    }
+                }
+            }
+            y[o * lout + t] = acc as f32;
+        }
+    }
+    y
+}
+
+/// Index of the largest value (ties and NaN: the lowest index wins).
+pub(super) fn argmax(row: &[f32]) -> i32 {
+    let mut best = 0;
+    for (i, &v) in row.iter().enumerate() {
+        if v > row[best] {
+            best = i;
+        }
+    }
+    best as i32
+}
+
+/// ops.md `Sample`: repetition penalty, temperature (0 = greedy), top-k,
+/// top-p, min-p, renormalize, then pick with the draw `params.u`.
+pub fn sample(logits: &[f32], history: &[i32], params: &SampleParams) -> i32 {
+    let mut l = logits.to_vec();
+    if params.repeat_penalty != 1.0 {
+        let start = history.len().saturating_sub(params.repeat_last_n);
+        let mut seen = std::collections::BTreeSet::new();
+        for &id in &history[start..] {
+            if id >= 0 && (id as usize) < l.len() && seen.insert(id) {
+                let v = &mut l[id as usize];
+                *v = if *v > 0.0 {
+                    *v / params.repeat_penalty
+                } else {
+                    *v * params.repeat_penalty
+                };
+            }
+        }
+    }
+    if params.temperature <= 0.0 {
+        return argmax(&l);
+    }
+    // Candidates by probability, highest first; ties to the lowest id.
+    let mut cand: Vec<(usize, f32)> = l
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (i, v / params.temperature))
+        .collect();
+    cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if params.top_k > 0 {
+        cand.truncate(params.top_k);
+    }
+    let max = cand[0].1;
+    let mut probs: Vec<f64> = cand.iter().map(|c| ((c.1 - max) as f64).exp()).collect();
+    let total: f64 = probs.iter().sum();
+    probs.iter_mut().for_each(|p| *p /= total);
+    if params.top_p < 1.0 {
+        let mut cum = 0.0;
+        let mut keep = probs.len();
+        for (i, p) in probs.iter().enumerate() {
+            cum += p;
+            if cum >= params.top_p as f64 {
+                keep = i + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+    }
+    if params.min_p > 0.0 {
+        let floor = params.min_p as f64 * probs[0];
+        let keep = probs.iter().take_while(|&&p| p >= floor).count().max(1);
+        probs.truncate(keep);
+    }
+    let total: f64 = probs.iter().sum();
+    let target = params.u as f64 * total;
+    let mut cum = 0.0;
+    for (i, p) in probs.iter().enumerate() {
+        cum += p;
+        if target < cum {
+            return cand[i].0 as i32;
+        }
+    }
+    cand[probs.len() - 1].0 as i32
+}

@@ -1,0 +1,293 @@
+//! The CPU reference library: every op of ops.md in plain loops, written to be
+//! obviously right rather than fast (reductions accumulate in f64). It is the
+//! arbiter every other implementation is tested against, and the `reference`
+//! backend (`--backend reference`).
+//!
+//! Weights of any encoding are decoded whole through [`Tensor::read_f32`]
+//! (the dequantizers of [`crate::quant`]).
+
+mod attention;
+mod layout;
+mod math;
+mod norm;
+
+use crate::backend::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
+use crate::dtype::DType;
+use crate::error::ExecutionError;
+use std::sync::Arc;
+
+pub use math::{erf, gelu, gelu_tanh, sample, silu};
+
+/// The reference library as a backend. It supports every op.
+#[derive(Debug, Default)]
+pub struct ReferenceBackend;
+
+/// Starts the reference backend (always succeeds).
+pub fn init(_config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError> {
+    Ok(Arc::new(ReferenceBackend))
+}
+
+impl Backend for ReferenceBackend {
+    fn name(&self) -> &str {
+        "reference"
+    }
+
+    fn supports(&self, _op: &Op, _inputs: &[TensorInfo]) -> bool {
+        true
+    }
+
+    fn execute(
+        &self,
+        op: &Op,
+        inputs: &[Tensor],
+        _ctx: &mut ExecContext,
+    ) -> Result<Vec<Tensor>, ExecutionError> {
+        execute(op, inputs)
+    }
+
+    fn alloc(&self, shape: &[usize], dtype: DType) -> Result<Tensor, ExecutionError> {
+        super::host_alloc(self.name(), shape, dtype)
+    }
+
+    fn upload(&self, data: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor, ExecutionError> {
+        super::host_upload(data, shape, dtype)
+    }
+
+    fn download_f32(&self, t: &Tensor) -> Vec<f32> {
+        t.read_f32("download")
+            .map_or_else(|_| Vec::new(), |v| v.to_vec())
+    }
+}
+
+/// Runs one op with the reference loops.
+pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError> {
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    let outs = op.infer(&infos)?;
+    let name = op.name();
+    let read = |i: usize| inputs[i].read_f32(name);
+    let one = |data: Vec<f32>| Ok(vec![Tensor::from_f32(&outs[0].shape, data)?]);
+    match op {
+        Op::Matmul => one(math::matmul(&read(0)?, &read(1)?, infos[1].shape[0])),
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+            let f: fn(f32, f32) -> f32 = match op {
+                Op::Add => |a, b| a + b,
+                Op::Sub => |a, b| a - b,
+                Op::Mul => |a, b| a * b,
+                _ => |a, b| a / b,
+            };
+            one(layout::broadcast(
+                &read(0)?,
+                &infos[0].shape,
+                &read(1)?,
+                &infos[1].shape,
+                &outs[0].shape,
+                f,
+            ))
+        }
+        Op::Scale(_)
+        | Op::Clamp { .. }
+        | Op::NanToNum { .. }
+        | Op::Silu
+        | Op::Gelu
+        | Op::GeluTanh
+        | Op::Relu
+        | Op::LeakyRelu(_)
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Softcap(_) => one(read(0)?.iter().map(|&x| math::unary(op, x)).collect()),
+        Op::SwiGlu | Op::GeGlu => {
+            let act = if *op == Op::SwiGlu { silu } else { gelu };
+            let (g, u) = (read(0)?, read(1)?);
+            one(g.iter().zip(u.iter()).map(|(&g, &u)| act(g) * u).collect())
+        }
+        Op::Softmax => one(math::softmax_rows(&read(0)?, last(&infos[0].shape))),
+        Op::Reshape(_) => one(read(0)?.to_vec()),
+        Op::Permute(perm) => one(layout::permute(&read(0)?, &infos[0].shape, perm)),
+        Op::Concat { axis } => {
+            let parts = (0..inputs.len()).map(read).collect::<Result<Vec<_>, _>>()?;
+            let slices: Vec<(&[f32], &[usize])> = parts
+                .iter()
+                .zip(&infos)
+                .map(|(p, i)| (&**p, i.shape.as_slice()))
+                .collect();
+            one(layout::concat(&slices, *axis))
+        }
+        Op::Slice { axis, start, end } => one(layout::slice(
+            &read(0)?,
+            &infos[0].shape,
+            *axis,
+            *start,
+            *end,
+        )),
+        Op::Split { axis, sizes } => {
+            let x = read(0)?;
+            let mut start = 0;
+            let mut res = Vec::new();
+            for (i, &n) in sizes.iter().enumerate() {
+                let part = layout::slice(&x, &infos[0].shape, *axis, start, start + n);
+                res.push(Tensor::from_f32(&outs[i].shape, part)?);
+                start += n;
+            }
+            Ok(res)
+        }
+        Op::RmsNorm { eps, add_one } => one(norm::rms_norm(&read(0)?, &read(1)?, *eps, *add_one)),
+        Op::LayerNorm { eps } => {
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            one(norm::layer_norm(&read(0)?, &read(1)?, b.as_deref(), *eps))
+        }
+        Op::GroupNorm { groups, eps } => one(norm::group_norm(
+            &read(0)?,
+            &infos[0].shape,
+            &read(1)?,
+            &read(2)?,
+            *groups,
+            *eps,
+        )),
+        Op::Rope {
+            style,
+            rot_dim,
+            pos,
+            base,
+        } => {
+            let cache = if inputs.len() == 3 {
+                Some((read(1)?, read(2)?))
+            } else {
+                None
+            };
+            one(attention::rope(
+                &read(0)?,
+                &infos[0].shape,
+                *style,
+                *rot_dim,
+                *pos,
+                *base,
+                cache.as_ref().map(|(c, s)| (&**c, &**s)),
+            ))
+        }
+        Op::Sdpa {
+            scale,
+            mask,
+            q_pos,
+            kv_len,
+        } => {
+            let (q, k, v) = (read(0)?, read(1)?, read(2)?);
+            one(attention::sdpa(
+                &attention::SdpaArgs {
+                    q_shape: &infos[0].shape,
+                    k_shape: &infos[1].shape,
+                    v_dim: infos[2].shape[2],
+                    scale: *scale,
+                    mask,
+                    q_pos: *q_pos,
+                    kv_len: kv_len.unwrap_or(infos[1].shape[0]),
+                },
+                &q,
+                &k,
+                &v,
+            ))
+        }
+        Op::KvAppend { pos } => {
+            for (cache, new) in [(&inputs[0], &inputs[2]), (&inputs[1], &inputs[3])] {
+                let values = new.read_f32(name)?;
+                let row = last(new.shape()) * new.shape()[1];
+                let mut state = cache.write_state().ok_or_else(|| not_state(cache))?;
+                state[pos * row..pos * row + values.len()].copy_from_slice(&values);
+            }
+            Ok(vec![inputs[0].clone(), inputs[1].clone()])
+        }
+        Op::Embed => {
+            let ids = inputs[0]
+                .as_i32()
+                .ok_or_else(|| not_host(&inputs[0], name))?;
+            one(math::embed(ids, &read(1)?, infos[1].shape[0])?)
+        }
+        Op::Conv1d { stride, padding } => {
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            one(math::conv1d(
+                &read(0)?,
+                &infos[0].shape,
+                &read(1)?,
+                &infos[1].shape,
+                b.as_deref(),
+                *stride,
+                *padding,
+            ))
+        }
+        Op::Argmax => {
+            let x = read(0)?;
+            let ids = x.chunks(last(&infos[0].shape)).map(math::argmax).collect();
+            Ok(vec![Tensor::from_i32(&outs[0].shape, ids)?])
+        }
+        Op::Sample(params) => {
+            let x = read(0)?;
+            let v = last(&infos[0].shape);
+            let history = match inputs.get(1) {
+                Some(h) => h.as_i32().ok_or_else(|| not_host(h, name))?,
+                None => &[],
+            };
+            let id = sample(&x[x.len() - v..], history, params);
+            Ok(vec![Tensor::from_i32(&[1], vec![id])?])
+        }
+        Op::FusedNormMatmul { eps, add_one } => {
+            let h = norm::rms_norm(&read(0)?, &read(1)?, *eps, *add_one);
+            one(math::matmul(&h, &read(2)?, infos[2].shape[0]))
+        }
+        Op::FusedSkipNorm { eps, add_one } => {
+            let sum: Vec<f32> = read(0)?
+                .iter()
+                .zip(read(1)?.iter())
+                .map(|(a, b)| a + b)
+                .collect();
+            let normed = norm::rms_norm(&sum, &read(2)?, *eps, *add_one);
+            Ok(vec![
+                Tensor::from_f32(&outs[0].shape, normed)?,
+                Tensor::from_f32(&outs[1].shape, sum)?,
+            ])
+        }
+        Op::FusedSwiGlu => {
+            let x = read(0)?;
+            let n = infos[1].shape[0];
+            let g = math::matmul(&x, &read(1)?, n);
+            let u = math::matmul(&x, &read(2)?, n);
+            one(g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect())
+        }
+        Op::FusedQkv => {
+            let x = read(0)?;
+            (1..4)
+                .map(|i| {
+                    let y = math::matmul(&x, &read(i)?, infos[i].shape[0]);
+                    Tensor::from_f32(&outs[i - 1].shape, y)
+                })
+                .collect()
+        }
+    }
+}
+
+fn last(shape: &[usize]) -> usize {
+    shape.last().copied().unwrap_or(1)
+}
+
+pub(crate) fn not_state(t: &Tensor) -> ExecutionError {
+    ExecutionError::UnsupportedOp {
+        op: "KvAppend (cache inputs must be state tensors: Tensor::state_zeros or Backend::alloc)"
+            .into(),
+        backend: "cpu".into(),
+        input_dtype: t.dtype(),
+    }
+}
+
+pub(crate) fn not_host(t: &Tensor, op: &str) -> ExecutionError {
+    ExecutionError::UnsupportedOp {
+        op: format!("{op} (ids must be a host i32 tensor)"),
+        backend: "cpu".into(),
+        input_dtype: t.dtype(),
+    }
+}

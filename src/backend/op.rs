@@ -1,0 +1,649 @@
+//! The [`Op`] enum (`../shared/spec/ops.md`) and its shape rules.
+//!
+//! Every op documents its inputs (in order) and outputs. Activations are host
+//! f32; weights (`W`, `table`, norm gains) may be any encoding. [`Op::infer`]
+//! checks the inputs and gives the output shapes; every backend calls it
+//! before computing, so a bad shape is always a `ShapeMismatch`, never a panic.
+
+use super::tensor::{Tensor, TensorInfo};
+use crate::dtype::DType;
+use crate::error::ExecutionError;
+
+/// RoPE pairing: `neox` rotates `(x[j], x[j + rot/2])`, `normal` rotates `(x[2j], x[2j+1])`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RopeStyle {
+    /// Halves (GPT-NeoX, Llama in HF layout).
+    Neox,
+    /// Adjacent pairs (GPT-J, Llama in GGUF/Meta layout).
+    Normal,
+}
+
+/// Attention mask of [`Op::Sdpa`]. Key `j` sits at absolute position `j`;
+/// query `i` at `q_pos + i`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Mask {
+    /// Every query sees every key (encoders, cross-attention).
+    None,
+    /// Query at position p sees keys at positions <= p.
+    Causal,
+    /// Causal, and no key older than `p - window + 1`.
+    Sliding(usize),
+    /// Per-key keep flag (`true` = attend); length = the keys read.
+    Padding(Vec<bool>),
+}
+
+/// Sampling parameters of [`Op::Sample`]; the random draw `u` comes from the
+/// caller's seeded generator so the op itself is deterministic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SampleParams {
+    /// 0 = greedy argmax (ties to the lowest id).
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = off).
+    pub top_k: usize,
+    /// Keep the smallest set with cumulative probability >= top_p (1.0 = off).
+    pub top_p: f32,
+    /// Drop tokens with probability < min_p * max probability (0 = off).
+    pub min_p: f32,
+    /// Divide positive / multiply negative logits of recent tokens (1.0 = off).
+    pub repeat_penalty: f32,
+    /// How many of the most recent history tokens the penalty looks at.
+    pub repeat_last_n: usize,
+    /// Uniform draw in [0, 1) that picks the token.
+    pub u: f32,
+}
+
+/// One op of ops.md. Inputs are listed in order; `[..]` is any leading shape.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// `[x [.., K], W [N, K] (any dtype)] -> [y [.., N]]`, `y = x W^T`.
+    Matmul,
+    /// `[a, b] -> [a + b]`, NumPy broadcasting.
+    Add,
+    /// `[a, b] -> [a - b]`, NumPy broadcasting.
+    Sub,
+    /// `[a, b] -> [a * b]`, NumPy broadcasting.
+    Mul,
+    /// `[a, b] -> [a / b]`, NumPy broadcasting.
+    Div,
+    /// `[x] -> [x * s]`.
+    Scale(f32),
+    /// `[x] -> [min(max(x, lo), hi)]`.
+    Clamp {
+        /// Lower bound.
+        lo: f32,
+        /// Upper bound.
+        hi: f32,
+    },
+    /// `[x] -> [x]` with NaN, +inf, -inf replaced.
+    NanToNum {
+        /// Replacement for NaN.
+        nan: f32,
+        /// Replacement for +inf.
+        pos_inf: f32,
+        /// Replacement for -inf.
+        neg_inf: f32,
+    },
+    /// `[x] -> [x viewed as shape]` (same element count).
+    Reshape(Vec<usize>),
+    /// `[x] -> [y]`, `y` dimension i = `x` dimension `perm[i]`.
+    Permute(Vec<usize>),
+    /// `[x0, x1, ..] -> [concatenation along axis]`.
+    Concat {
+        /// Axis to join along.
+        axis: usize,
+    },
+    /// `[x] -> [x[.., start..end, ..]]` along `axis`.
+    Slice {
+        /// Axis to cut.
+        axis: usize,
+        /// First index kept.
+        start: usize,
+        /// One past the last index kept.
+        end: usize,
+    },
+    /// `[x] -> [parts..]` along `axis` with the given sizes (ops.md `Split`, `Chunk`).
+    Split {
+        /// Axis to cut.
+        axis: usize,
+        /// Size of each part; they sum to the axis length.
+        sizes: Vec<usize>,
+    },
+    /// `[x [.., D], g [D]] -> [x / sqrt(mean(x^2) + eps) * g]`; Gemma's `(1 + g)` when `add_one`.
+    RmsNorm {
+        /// Added inside the square root.
+        eps: f32,
+        /// Multiply by `1 + g` instead of `g`.
+        add_one: bool,
+    },
+    /// `[x [.., D], g [D], b [D]?] -> [(x - mean) / sqrt(var + eps) * g + b]`.
+    LayerNorm {
+        /// Added to the population variance.
+        eps: f32,
+    },
+    /// `[x [B, C, ..], g [C], b [C]] -> [group-normalized x]`.
+    GroupNorm {
+        /// Number of channel groups (divides C).
+        groups: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
+    /// `[x [S, H, d], cos [P, rot/2]?, sin [P, rot/2]?] -> [rotated x]`.
+    /// Row s is at position `pos + s`. Without the cos/sin cache the angles are
+    /// computed from `base` (in f64).
+    Rope {
+        /// Pairing of the rotated dimensions.
+        style: RopeStyle,
+        /// Rotated dimensions (even, <= d); the rest pass through.
+        rot_dim: usize,
+        /// Position of the first row.
+        pos: usize,
+        /// theta base (rope_theta).
+        base: f32,
+    },
+    /// `[x] -> [x / (1 + exp(-x))]`.
+    Silu,
+    /// `[x] -> [0.5 x (1 + erf(x / sqrt 2))]`.
+    Gelu,
+    /// `[x] -> [0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))]`.
+    GeluTanh,
+    /// `[x] -> [max(x, 0)]`.
+    Relu,
+    /// `[x] -> [x if x > 0 else slope x]`.
+    LeakyRelu(f32),
+    /// `[x] -> [1 / (1 + exp(-x))]`.
+    Sigmoid,
+    /// `[x] -> [tanh x]`.
+    Tanh,
+    /// `[x] -> [c tanh(x / c)]`.
+    Softcap(f32),
+    /// `[gate, up] -> [silu(gate) * up]`.
+    SwiGlu,
+    /// `[gate, up] -> [gelu(gate) * up]`.
+    GeGlu,
+    /// `[x] -> [softmax over the last axis]`; an all `-inf` row gives zeros.
+    Softmax,
+    /// `[Q [Sq, H, d], K [Sk, Hkv, d], V [Sk, Hkv, dv]] -> [O [Sq, H, dv]]`.
+    /// Reads key rows `0..kv_len` (all when `None`), so K/V may be a whole KV cache.
+    Sdpa {
+        /// Score scale; `None` = `1 / sqrt(d)`.
+        scale: Option<f32>,
+        /// Which keys each query sees.
+        mask: Mask,
+        /// Absolute position of the first query row.
+        q_pos: usize,
+        /// Number of key rows read.
+        kv_len: Option<usize>,
+    },
+    /// `[Kc [M, Hkv, d] (state), Vc [M, Hkv, dv] (state), k [s, Hkv, d], v [s, Hkv, dv]] -> [Kc, Vc]`:
+    /// writes rows `pos..pos+s` of the caches in place; past `M` is `ContextOverflow`.
+    KvAppend {
+        /// First row written.
+        pos: usize,
+    },
+    /// `[ids (i32) [..], table [V, D] (any dtype)] -> [[.., D]]`; an id outside `0..V` is an error.
+    Embed,
+    /// `[x [Cin, L], w [Cout, Cin, k], b [Cout]?] -> [[Cout, Lout]]`,
+    /// `Lout = (L + 2 pad - k) / stride + 1`.
+    Conv1d {
+        /// Step between windows.
+        stride: usize,
+        /// Zeros added on both ends.
+        padding: usize,
+    },
+    /// `[x [.., V]] -> [i32 [..]]`: index of the max of each last-axis row (ties: lowest).
+    Argmax,
+    /// `[logits [.., V], history (i32) [n]?] -> [i32 [1]]`: samples from the last row.
+    Sample(SampleParams),
+    /// `[x [.., K], g [K], W [N, K]] -> [Matmul(RmsNorm(x, g), W)]`.
+    FusedNormMatmul {
+        /// RmsNorm eps.
+        eps: f32,
+        /// RmsNorm `(1 + g)`.
+        add_one: bool,
+    },
+    /// `[x, skip, g] -> [RmsNorm(x + skip, g), x + skip]`.
+    FusedSkipNorm {
+        /// RmsNorm eps.
+        eps: f32,
+        /// RmsNorm `(1 + g)`.
+        add_one: bool,
+    },
+    /// `[x [.., K], Wg [N, K], Wu [N, K]] -> [silu(x Wg^T) * (x Wu^T)]`.
+    FusedSwiGlu,
+    /// `[x [.., K], Wq, Wk, Wv] -> [x Wq^T, x Wk^T, x Wv^T]`.
+    FusedQkv,
+}
+
+fn mismatch(op: &Op, expected: &[usize], got: &[usize]) -> ExecutionError {
+    ExecutionError::ShapeMismatch {
+        op: op.name().to_string(),
+        expected: expected.to_vec(),
+        got: got.to_vec(),
+    }
+}
+
+/// NumPy broadcast of two shapes (right-aligned; dims equal or 1).
+pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
+    let rank = a.len().max(b.len());
+    let mut out = vec![0; rank];
+    for (i, o) in out.iter_mut().enumerate() {
+        let da = if i + a.len() >= rank {
+            a[i + a.len() - rank]
+        } else {
+            1
+        };
+        let db = if i + b.len() >= rank {
+            b[i + b.len() - rank]
+        } else {
+            1
+        };
+        *o = match (da, db) {
+            (x, y) if x == y => x,
+            (1, y) => y,
+            (x, 1) => x,
+            _ => return None,
+        };
+    }
+    Some(out)
+}
+
+impl Op {
+    /// The op's name in ops.md (used in errors and dispatch records).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Op::Matmul => "Matmul",
+            Op::Add => "Add",
+            Op::Sub => "Sub",
+            Op::Mul => "Mul",
+            Op::Div => "Div",
+            Op::Scale(_) => "Scale",
+            Op::Clamp { .. } => "Clamp",
+            Op::NanToNum { .. } => "NanToNum",
+            Op::Reshape(_) => "Reshape",
+            Op::Permute(_) => "Permute",
+            Op::Concat { .. } => "Concat",
+            Op::Slice { .. } => "Slice",
+            Op::Split { .. } => "Split",
+            Op::RmsNorm { .. } => "RmsNorm",
+            Op::LayerNorm { .. } => "LayerNorm",
+            Op::GroupNorm { .. } => "GroupNorm",
+            Op::Rope { .. } => "Rope",
+            Op::Silu => "Silu",
+            Op::Gelu => "Gelu",
+            Op::GeluTanh => "GeluTanh",
+            Op::Relu => "Relu",
+            Op::LeakyRelu(_) => "LeakyRelu",
+            Op::Sigmoid => "Sigmoid",
+            Op::Tanh => "Tanh",
+            Op::Softcap(_) => "Softcap",
+            Op::SwiGlu => "SwiGlu",
+            Op::GeGlu => "GeGlu",
+            Op::Softmax => "Softmax",
+            Op::Sdpa { .. } => "Sdpa",
+            Op::KvAppend { .. } => "KvAppend",
+            Op::Embed => "Embed",
+            Op::Conv1d { .. } => "Conv1d",
+            Op::Argmax => "Argmax",
+            Op::Sample(_) => "Sample",
+            Op::FusedNormMatmul { .. } => "FusedNormMatmul",
+            Op::FusedSkipNorm { .. } => "FusedSkipNorm",
+            Op::FusedSwiGlu => "FusedSwiGlu",
+            Op::FusedQkv => "FusedQkv",
+        }
+    }
+
+    /// Checks the inputs (count, dtypes, shapes) and returns the outputs' infos.
+    pub fn infer(&self, inputs: &[TensorInfo]) -> Result<Vec<TensorInfo>, ExecutionError> {
+        let f32_out = |shape: Vec<usize>| TensorInfo {
+            shape,
+            dtype: DType::F32,
+        };
+        let arity = |lo: usize, hi: usize| -> Result<(), ExecutionError> {
+            if inputs.len() < lo || inputs.len() > hi {
+                Err(mismatch(self, &[lo, hi], &[inputs.len()]))
+            } else {
+                Ok(())
+            }
+        };
+        // Activations must be f32 (host f32 or KV state).
+        let act = |i: usize| -> Result<&[usize], ExecutionError> {
+            let t = &inputs[i];
+            if t.dtype != DType::F32 {
+                return Err(ExecutionError::UnsupportedOp {
+                    op: format!("{} (input {i} must be f32)", self.name()),
+                    backend: "any".into(),
+                    input_dtype: t.dtype,
+                });
+            }
+            Ok(&t.shape)
+        };
+        let ids = |i: usize| -> Result<&[usize], ExecutionError> {
+            let t = &inputs[i];
+            if t.dtype != DType::I32 {
+                return Err(ExecutionError::UnsupportedOp {
+                    op: format!("{} (input {i} must be i32)", self.name()),
+                    backend: "any".into(),
+                    input_dtype: t.dtype,
+                });
+            }
+            Ok(&t.shape)
+        };
+        let last = |s: &[usize]| s.last().copied().unwrap_or(1);
+        // A vector of length d (norm gain / bias), any dtype.
+        let vector = |i: usize, d: usize| -> Result<(), ExecutionError> {
+            if inputs[i].shape != [d] {
+                return Err(mismatch(self, &[d], &inputs[i].shape));
+            }
+            Ok(())
+        };
+        // x [.., K] times W [N, K]: the output shape.
+        let linear = |x: &[usize], w: &TensorInfo| -> Result<Vec<usize>, ExecutionError> {
+            let k = last(x);
+            if w.shape.len() != 2 || w.shape[1] != k || x.is_empty() {
+                return Err(mismatch(self, &[0, k], &w.shape));
+            }
+            let mut out = x.to_vec();
+            *out.last_mut().unwrap_or(&mut 0) = w.shape[0];
+            Ok(out)
+        };
+        match self {
+            Op::Matmul => {
+                arity(2, 2)?;
+                let x = act(0)?;
+                Ok(vec![f32_out(linear(x, &inputs[1])?)])
+            }
+            Op::Add | Op::Sub | Op::Mul | Op::Div => {
+                arity(2, 2)?;
+                let (a, b) = (act(0)?, act(1)?);
+                broadcast_shape(a, b)
+                    .map(|s| vec![f32_out(s)])
+                    .ok_or_else(|| mismatch(self, a, b))
+            }
+            Op::Scale(_)
+            | Op::Clamp { .. }
+            | Op::NanToNum { .. }
+            | Op::Silu
+            | Op::Gelu
+            | Op::GeluTanh
+            | Op::Relu
+            | Op::LeakyRelu(_)
+            | Op::Sigmoid
+            | Op::Tanh
+            | Op::Softcap(_)
+            | Op::Softmax => {
+                arity(1, 1)?;
+                Ok(vec![f32_out(act(0)?.to_vec())])
+            }
+            Op::SwiGlu | Op::GeGlu => {
+                arity(2, 2)?;
+                let (g, u) = (act(0)?, act(1)?);
+                if g != u {
+                    return Err(mismatch(self, g, u));
+                }
+                Ok(vec![f32_out(g.to_vec())])
+            }
+            Op::Reshape(shape) => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                if shape.iter().product::<usize>() != x.iter().product::<usize>() {
+                    return Err(mismatch(self, x, shape));
+                }
+                Ok(vec![f32_out(shape.clone())])
+            }
+            Op::Permute(perm) => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                let mut seen = vec![false; x.len()];
+                for &p in perm {
+                    if p >= x.len() || std::mem::replace(&mut seen[p], true) {
+                        return Err(mismatch(self, x, perm));
+                    }
+                }
+                if perm.len() != x.len() {
+                    return Err(mismatch(self, x, perm));
+                }
+                Ok(vec![f32_out(perm.iter().map(|&p| x[p]).collect())])
+            }
+            Op::Concat { axis } => {
+                arity(1, usize::MAX)?;
+                let first = act(0)?;
+                if *axis >= first.len() {
+                    return Err(mismatch(self, first, &[*axis]));
+                }
+                let mut out = first.to_vec();
+                for i in 1..inputs.len() {
+                    let s = act(i)?;
+                    let same_rest = s.len() == first.len()
+                        && (0..s.len()).all(|d| d == *axis || s[d] == first[d]);
+                    if !same_rest {
+                        return Err(mismatch(self, first, s));
+                    }
+                    out[*axis] += s[*axis];
+                }
+                Ok(vec![f32_out(out)])
+            }
+            Op::Slice { axis, start, end } => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                if *axis >= x.len() || start > end || *end > x[*axis] {
+                    return Err(mismatch(self, x, &[*axis, *start, *end]));
+                }
+                let mut out = x.to_vec();
+                out[*axis] = end - start;
+                Ok(vec![f32_out(out)])
+            }
+            Op::Split { axis, sizes } => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                if *axis >= x.len() || sizes.iter().sum::<usize>() != x[*axis] {
+                    return Err(mismatch(self, x, sizes));
+                }
+                Ok(sizes
+                    .iter()
+                    .map(|&n| {
+                        let mut s = x.to_vec();
+                        s[*axis] = n;
+                        f32_out(s)
+                    })
+                    .collect())
+            }
+            Op::RmsNorm { .. } => {
+                arity(2, 2)?;
+                let x = act(0)?;
+                vector(1, last(x))?;
+                Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::LayerNorm { .. } => {
+                arity(2, 3)?;
+                let x = act(0)?;
+                for i in 1..inputs.len() {
+                    vector(i, last(x))?;
+                }
+                Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::GroupNorm { groups, .. } => {
+                arity(3, 3)?;
+                let x = act(0)?;
+                if x.len() < 2 || *groups == 0 || x[1] % groups != 0 {
+                    return Err(mismatch(self, x, &[*groups]));
+                }
+                vector(1, x[1])?;
+                vector(2, x[1])?;
+                Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::Rope { rot_dim, pos, .. } => {
+                if inputs.len() != 1 && inputs.len() != 3 {
+                    return Err(mismatch(self, &[1, 3], &[inputs.len()]));
+                }
+                let x = act(0)?;
+                if x.len() != 3 || rot_dim % 2 != 0 || *rot_dim > x[2] || *rot_dim == 0 {
+                    return Err(mismatch(self, &[0, 0, *rot_dim], x));
+                }
+                if inputs.len() == 3 {
+                    let need = [pos + x[0], rot_dim / 2];
+                    for i in 1..3 {
+                        let c = act(i)?;
+                        if c.len() != 2 || c[0] < need[0] || c[1] != need[1] {
+                            return Err(mismatch(self, &need, c));
+                        }
+                    }
+                }
+                Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::Sdpa { mask, kv_len, .. } => {
+                arity(3, 3)?;
+                let (q, k, v) = (act(0)?, act(1)?, act(2)?);
+                let ok = q.len() == 3
+                    && k.len() == 3
+                    && v.len() == 3
+                    && k[0] == v[0]
+                    && k[1] == v[1]
+                    && q[2] == k[2]
+                    && k[1] > 0
+                    && q[1] % k[1] == 0;
+                if !ok {
+                    return Err(mismatch(self, q, k));
+                }
+                let n = kv_len.unwrap_or(k[0]);
+                if n > k[0] {
+                    return Err(mismatch(self, &[n], &k[..1]));
+                }
+                if let Mask::Padding(keep) = mask {
+                    if keep.len() != n {
+                        return Err(mismatch(self, &[n], &[keep.len()]));
+                    }
+                }
+                Ok(vec![f32_out(vec![q[0], q[1], v[2]])])
+            }
+            Op::KvAppend { pos } => {
+                arity(4, 4)?;
+                let (kc, vc, k, v) = (act(0)?, act(1)?, act(2)?, act(3)?);
+                let ok = kc.len() == 3
+                    && vc.len() == 3
+                    && kc[0] == vc[0]
+                    && k.len() == 3
+                    && v.len() == 3
+                    && k[0] == v[0]
+                    && k[1..] == kc[1..]
+                    && v[1..] == vc[1..];
+                if !ok {
+                    return Err(mismatch(self, kc, k));
+                }
+                if pos + k[0] > kc[0] {
+                    return Err(ExecutionError::ContextOverflow {
+                        max: kc[0],
+                        requested: pos + k[0],
+                    });
+                }
+                Ok(vec![f32_out(kc.to_vec()), f32_out(vc.to_vec())])
+            }
+            Op::Embed => {
+                arity(2, 2)?;
+                let i = ids(0)?;
+                let t = &inputs[1].shape;
+                if t.len() != 2 {
+                    return Err(mismatch(self, &[0, 0], t));
+                }
+                let mut out = i.to_vec();
+                out.push(t[1]);
+                Ok(vec![f32_out(out)])
+            }
+            Op::Conv1d { stride, padding } => {
+                arity(2, 3)?;
+                let x = act(0)?;
+                let w = &inputs[1].shape;
+                let ok = x.len() == 2 && w.len() == 3 && w[1] == x[0] && *stride > 0;
+                if !ok || x[1] + 2 * padding < w[2] {
+                    return Err(mismatch(self, x, w));
+                }
+                if inputs.len() == 3 {
+                    vector(2, w[0])?;
+                }
+                let lout = (x[1] + 2 * padding - w[2]) / stride + 1;
+                Ok(vec![f32_out(vec![w[0], lout])])
+            }
+            Op::Argmax => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                if last(x) == 0 {
+                    return Err(mismatch(self, &[1], x));
+                }
+                Ok(vec![TensorInfo::new(
+                    &x[..x.len().saturating_sub(1)],
+                    DType::I32,
+                )])
+            }
+            Op::Sample(_) => {
+                arity(1, 2)?;
+                let x = act(0)?;
+                if x.is_empty() || last(x) == 0 {
+                    return Err(mismatch(self, &[1], x));
+                }
+                if inputs.len() == 2 {
+                    ids(1)?;
+                }
+                Ok(vec![TensorInfo::new(&[1], DType::I32)])
+            }
+            Op::FusedNormMatmul { .. } => {
+                arity(3, 3)?;
+                let x = act(0)?;
+                vector(1, last(x))?;
+                Ok(vec![f32_out(linear(x, &inputs[2])?)])
+            }
+            Op::FusedSkipNorm { .. } => {
+                arity(3, 3)?;
+                let (x, s) = (act(0)?, act(1)?);
+                if x != s {
+                    return Err(mismatch(self, x, s));
+                }
+                vector(2, last(x))?;
+                Ok(vec![f32_out(x.to_vec()), f32_out(x.to_vec())])
+            }
+            Op::FusedSwiGlu => {
+                arity(3, 3)?;
+                let x = act(0)?;
+                let g = linear(x, &inputs[1])?;
+                let u = linear(x, &inputs[2])?;
+                if g != u {
+                    return Err(mismatch(self, &g, &u));
+                }
+                Ok(vec![f32_out(g)])
+            }
+            Op::FusedQkv => {
+                arity(4, 4)?;
+                let x = act(0)?;
+                (1..4)
+                    .map(|i| Ok(f32_out(linear(x, &inputs[i])?)))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// `inv_freq[j] = 1 / base^(2j / rot_dim)` for j in `0..rot_dim/2`, in f64.
+/// Scaled RoPE variants (linear, llama3, yarn) adjust these before building the cache.
+pub fn rope_inv_freq(rot_dim: usize, base: f64) -> Vec<f64> {
+    (0..rot_dim / 2)
+        .map(|j| 1.0 / base.powf(2.0 * j as f64 / rot_dim as f64))
+        .collect()
+}
+
+/// The cos/sin cache of [`Op::Rope`]: two `[max_pos, inv_freq.len()]` f32
+/// tensors, angles `pos * inv_freq[j]` computed in f64.
+pub fn rope_cache(max_pos: usize, inv_freq: &[f64]) -> Result<(Tensor, Tensor), ExecutionError> {
+    let half = inv_freq.len();
+    let mut cos = Vec::with_capacity(max_pos * half);
+    let mut sin = Vec::with_capacity(max_pos * half);
+    for p in 0..max_pos {
+        for &f in inv_freq {
+            let angle = p as f64 * f;
+            cos.push(angle.cos() as f32);
+            sin.push(angle.sin() as f32);
+        }
+    }
+    let shape = [max_pos, half];
+    Ok((
+        Tensor::from_f32(&shape, cos)?,
+        Tensor::from_f32(&shape, sin)?,
+    ))
+}
