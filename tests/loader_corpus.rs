@@ -60,6 +60,9 @@ fn tensor_block<'a>(text: &'a str, name: &str) -> &'a str {
 #[test]
 fn valid_file_loads_twice_to_equivalent_models() {
     let f = fixture();
+    if let Ok(dest) = std::env::var("CYB_WRITE_SEED_MODEL") {
+        std::fs::write(dest, &f.bytes).unwrap();
+    }
     let a = cyb_llm::load(&f.path).unwrap();
     let b = cyb_llm::load(&f.path).unwrap();
     assert_eq!(a.config, b.config);
@@ -265,3 +268,4 @@ fn missing_file_is_io_error_naming_the_path() {
     assert!(matches!(err, LoadError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/x.model"));
 }
+
