@@ -1,0 +1,285 @@
+//! GGUF import of the real models of ../shared/models.md, checked against gguf-py.
+//!
+//! References: tests/fixtures/gguf/*.json, written by scripts/make_gguf_fixtures.py from
+//! gguf-py (`gguf.quants.dequantize` of every source tensor, and the metadata as gguf-py
+//! reads it). Models come from `$CYB_MODELS_DIR` (default `.cache/models`), which
+//! scripts/fetch-models.sh fills.
+
+use cyb_llm::import::{self, ImportOptions};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+fn models_dir() -> PathBuf {
+    let dir = std::env::var_os("CYB_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
+    dir
+}
+
+fn model_file(rel: &str) -> PathBuf {
+    let p = models_dir().join(rel);
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/fetch-models.sh (or set CYB_MODELS_DIR) before the tests",
+        p.display()
+    );
+    p
+}
+
+fn fixture(label: &str) -> Value {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/gguf/{label}.json"));
+    serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
+}
+
+fn encoding_of(ggml: &str) -> &'static str {
+    match ggml {
+        "F32" => "f32",
+        "F16" => "f16",
+        "BF16" => "bf16",
+        "Q8_0" => "q8_0",
+        "Q4_0" => "q4_0",
+        "Q4_1" => "q4_1",
+        "Q5_0" => "q5_0",
+        "Q5_1" => "q5_1",
+        "Q2_K" => "q2_k",
+        "Q3_K" => "q3_k",
+        "Q4_K" => "q4_k",
+        "Q5_K" => "q5_k",
+        "Q6_K" => "q6_k",
+        other => panic!("fixture type {other} not expected"),
+    }
+}
+
+fn sha256_f32(values: &[f32]) -> String {
+    let mut h = Sha256::new();
+    for v in values {
+        h.update(v.to_le_bytes());
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn sha256_text(s: &str) -> String {
+    Sha256::digest(s.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Imports fixture `label`'s model and checks every tensor and the metadata.
+fn round_trip(label: &str) -> cyb_llm::Model {
+    let fx = fixture(label);
+    let src = model_file(fx["file"].as_str().unwrap());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.model");
+    import::import(&src, &out, &ImportOptions::default()).unwrap();
+    let model = cyb_llm::load(&out).unwrap();
+
+    let tensors = fx["tensors"].as_array().unwrap();
+    assert_eq!(model.tensors.len(), tensors.len(), "tensor count");
+    for t in tensors {
+        let name = t["name"].as_str().unwrap();
+        let r = model
+            .tensor(name)
+            .unwrap_or_else(|| panic!("{name} missing"));
+        let shape: Vec<usize> = t["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d.as_u64().unwrap() as usize)
+            .collect();
+        assert_eq!(r.entry.shape, shape, "{name} shape");
+        assert_eq!(
+            r.entry.dtype.name(),
+            encoding_of(t["ggml_type"].as_str().unwrap()),
+            "{name} encoding"
+        );
+        let values = r.dequantize().unwrap();
+        for s in t["samples"].as_array().unwrap() {
+            let (i, v) = (
+                s[0].as_u64().unwrap() as usize,
+                s[1].as_f64().unwrap() as f32,
+            );
+            assert_eq!(values[i].to_bits(), v.to_bits(), "{name}[{i}]");
+        }
+        assert_eq!(
+            sha256_f32(&values),
+            t["sha256_f32"].as_str().unwrap(),
+            "{name} values"
+        );
+    }
+
+    let m = &fx["metadata"];
+    let a = &model.config.architecture;
+    let u = |k: &str| m[k].as_u64().map(|v| v as usize);
+    assert_eq!(a.num_hidden_layers, u("block_count"));
+    assert_eq!(a.hidden_size, u("embedding_length"));
+    assert_eq!(a.intermediate_size, u("feed_forward_length"));
+    assert_eq!(a.num_attention_heads, u("head_count"));
+    assert_eq!(a.num_key_value_heads, u("head_count_kv"));
+    assert_eq!(a.max_position_embeddings, u("context_length"));
+    assert_eq!(a.rope_theta, m["rope_freq_base"].as_f64());
+    assert_eq!(a.rms_norm_eps, m["rms_eps"].as_f64());
+    let embed = model.tensor("model.embed_tokens.weight").unwrap();
+    assert_eq!(a.vocab_size, Some(embed.entry.shape[0]));
+    assert_eq!(
+        a.tie_word_embeddings,
+        Some(model.tensor("lm_head.weight").is_none())
+    );
+
+    let tok = model.config.tokenizer.as_ref().unwrap();
+    let kind = match m["tokenizer_model"].as_str().unwrap() {
+        "gpt2" => "bpe",
+        "llama" => "spm",
+        other => panic!("{other}"),
+    };
+    assert_eq!(tok.kind, kind);
+    assert_eq!(tok.pre.as_deref(), m["tokenizer_pre"].as_str());
+    assert_eq!(tok.bos_token_id.map(u64::from), m["bos_token_id"].as_u64());
+    assert_eq!(
+        tok.eos_token_ids.first().copied().map(u64::from),
+        m["eos_token_id"].as_u64()
+    );
+    assert_eq!(tok.add_bos, m["add_bos_token"].as_bool());
+    let vocab = model.vocab.as_ref().unwrap();
+    assert_eq!(vocab.tokens.len() as u64, m["n_tokens"].as_u64().unwrap());
+    assert_eq!(
+        sha256_text(&vocab.tokens.join("\n")),
+        m["tokens_sha256"].as_str().unwrap()
+    );
+    let merges: Vec<String> = vocab
+        .merges
+        .iter()
+        .map(|(l, r)| format!("{l} {r}"))
+        .collect();
+    assert_eq!(merges.len() as u64, m["n_merges"].as_u64().unwrap());
+    assert_eq!(
+        sha256_text(&merges.join("\n")),
+        m["merges_sha256"].as_str().unwrap()
+    );
+    let template = model.chat.as_ref().and_then(|c| c.template.as_deref());
+    assert_eq!(
+        template.map(sha256_text).as_deref(),
+        m["chat_template_sha256"].as_str()
+    );
+    model
+}
+
+#[test]
+fn smollm2_q4_1_round_trips_bit_identically() {
+    let model = round_trip("smollm2-q4_1");
+    let a = &model.config.architecture;
+    assert_eq!(model.config.model_type, "llama");
+    assert_eq!(a.rope_style.as_deref(), Some("normal"));
+    assert_eq!(a.hidden_act.as_deref(), Some("silu"));
+    assert_eq!(a.head_dim, Some(64));
+}
+
+#[test]
+fn gemma3_270m_q4_k_m_round_trips_bit_identically() {
+    let model = round_trip("gemma3-270m-q4_k_m");
+    let a = &model.config.architecture;
+    assert_eq!(model.config.model_type, "gemma3");
+    assert_eq!(a.rope_style.as_deref(), Some("neox"));
+    assert_eq!(a.hidden_act.as_deref(), Some("gelu_pytorch_tanh"));
+    assert_eq!(a.head_dim, Some(256));
+    assert_eq!(a.extra["sliding_window"].as_integer(), Some(512));
+    assert_eq!(a.extra["query_pre_attn_scalar"].as_integer(), Some(256));
+    assert_eq!(a.extra["rope_local_base_freq"].as_float(), Some(10000.0));
+    let types = a.extra["layer_types"].as_array().unwrap();
+    let full: Vec<usize> = (0..types.len())
+        .filter(|&i| types[i].as_str() == Some("full_attention"))
+        .collect();
+    assert_eq!(full, vec![5, 11, 17]);
+}
+
+/// Asserts importing `bytes` (written as a .gguf) fails without leaving files behind.
+fn assert_rejected(bytes: &[u8], what: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("bad.gguf");
+    std::fs::write(&src, bytes).unwrap();
+    let out_dir = tempfile::tempdir().unwrap();
+    let out = out_dir.path().join("bad.model");
+    let r = std::panic::catch_unwind(|| import::import(&src, &out, &ImportOptions::default()));
+    let r = r.unwrap_or_else(|_| panic!("{what}: import panicked"));
+    assert!(r.is_err(), "{what}: import succeeded");
+    let left: Vec<_> = std::fs::read_dir(out_dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "{what}: files left behind: {left:?}");
+}
+
+#[test]
+fn truncated_and_garbage_gguf_are_errors_not_panics() {
+    let src = model_file("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let bytes = std::fs::read(&src).unwrap();
+    for cut in [
+        0,
+        3,
+        4,
+        7,
+        8,
+        20,
+        24,
+        100,
+        1000,
+        50_000,
+        1_000_000,
+        2_000_000,
+        bytes.len() - 1,
+    ] {
+        assert_rejected(&bytes[..cut], &format!("truncated at {cut}"));
+    }
+    // Counts and lengths replaced by huge values: the tensor count, the KV count, the first key's length.
+    for (at, what) in [
+        (8, "tensor count"),
+        (16, "kv count"),
+        (24, "first key length"),
+    ] {
+        let mut b = bytes[..4096].to_vec();
+        b[at..at + 8].copy_from_slice(&(u64::MAX - 3).to_le_bytes());
+        assert_rejected(&b, what);
+    }
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..64 {
+        let mut b = b"GGUF\x03\x00\x00\x00".to_vec();
+        for _ in 0..(64 + i * 97) {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            b.push(state as u8);
+        }
+        assert_rejected(&b, &format!("garbage #{i}"));
+    }
+}
+
+#[test]
+fn unsupported_tensor_type_is_named() {
+    // A minimal GGUF: one tensor of type 39 (MXFP4), 32 values.
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    b.extend(1u64.to_le_bytes());
+    let push_str = |b: &mut Vec<u8>, s: &str| {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    };
+    push_str(&mut b, "general.architecture");
+    b.extend(8u32.to_le_bytes());
+    push_str(&mut b, "llama");
+    push_str(&mut b, "blk.0.attn_q.weight");
+    b.extend(1u32.to_le_bytes());
+    b.extend(32u64.to_le_bytes());
+    b.extend(39u32.to_le_bytes());
+    b.extend(0u64.to_le_bytes());
+    b.resize(b.len().next_multiple_of(32) + 17, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("t.gguf");
+    std::fs::write(&src, &b).unwrap();
+    let err =
+        import::import(&src, &dir.path().join("t.model"), &ImportOptions::default()).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("unsupported GGUF tensor type 39 (MXFP4) for blk.0.attn_q.weight"),
+        "{msg}"
+    );
+    assert!(!dir.path().join("t.model").exists());
+}
