@@ -1,6 +1,9 @@
 //! Importers: write `.model` files from the formats small real models ship in.
 //! Each source format is one module; [`import`] picks it from the source path.
 
+pub mod gguf;
+pub mod requant;
+
 use crate::error::ImportError;
 use std::path::{Path, PathBuf};
 
@@ -87,7 +90,8 @@ pub fn default_output(source: &Path) -> PathBuf {
 /// Imports `source` into a `.model` file at `out`.
 pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), ImportError> {
     match detect(source)? {
-        SourceKind::Gguf | SourceKind::HuggingFace => Err(ImportError::Unsupported {
+        SourceKind::Gguf => gguf::import(source, out, opts),
+        SourceKind::HuggingFace => Err(ImportError::Unsupported {
             path: source.to_path_buf(),
             reason: "this importer is not built yet".into(),
         }),
