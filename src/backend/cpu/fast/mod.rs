@@ -1,7 +1,15 @@
-//! The fast cpu ops. Ops without a fast version run the reference loops.
+//! The fast cpu ops: rayon over rows / heads / output features, SIMD dot
+//! products, weights read in place. Outputs come from the frame allocator.
+//! Ops without a fast version (layout, conv1d, group norm, sampling, ...)
+//! run the reference loops.
+
+mod attention;
+mod elementwise;
+mod linear;
 
 use super::reference;
-use crate::backend::{ExecContext, Op, Tensor};
+use crate::backend::op::broadcast_shape;
+use crate::backend::{ExecContext, Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
 
 /// Runs one op, fast where a fast version exists.
@@ -10,6 +18,180 @@ pub fn execute(
     inputs: &[Tensor],
     ctx: &mut ExecContext,
 ) -> Result<Vec<Tensor>, ExecutionError> {
-    let _ = ctx;
-    reference::execute(op, inputs)
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    let outs = op.infer(&infos)?;
+    let name = op.name();
+    let read = |i: usize| inputs[i].read_f32(name);
+    let shape0 = outs[0].shape.as_slice();
+    let one = |t: Tensor| Ok(vec![t]);
+    match op {
+        Op::Matmul => one(linear::matmul(&inputs[0], &inputs[1], shape0, ctx)?),
+        Op::Embed => {
+            let ids = inputs[0]
+                .as_i32()
+                .ok_or_else(|| reference::not_host(&inputs[0], name))?;
+            one(linear::embed(ids, &inputs[1], shape0, ctx)?)
+        }
+        Op::Add | Op::Sub | Op::Mul | Op::Div => {
+            let (a_shape, b_shape) = (&infos[0].shape, &infos[1].shape);
+            // `a` keeps its shape and `b` is a trailing part of it; `a + b` with
+            // `b` the larger one swaps roles only for the commutative ops.
+            let suffix = |big: &[usize], small: &[usize]| {
+                small.len() <= big.len()
+                    && big[big.len() - small.len()..] == *small
+                    && broadcast_shape(big, small).as_deref() == Some(big)
+            };
+            let (a, b) = (read(0)?, read(1)?);
+            if suffix(a_shape, b_shape) {
+                one(ctx.tensor_with(shape0, false, |y| {
+                    elementwise::binary_suffix(op, &a, &b, y);
+                    Ok(())
+                })?)
+            } else if matches!(op, Op::Add | Op::Mul) && suffix(b_shape, a_shape) {
+                one(ctx.tensor_with(shape0, false, |y| {
+                    elementwise::binary_suffix(op, &b, &a, y);
+                    Ok(())
+                })?)
+            } else {
+                reference::execute(op, inputs)
+            }
+        }
+        Op::Scale(_)
+        | Op::Clamp { .. }
+        | Op::Silu
+        | Op::Gelu
+        | Op::GeluTanh
+        | Op::Relu
+        | Op::LeakyRelu(_)
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Softcap(_) => {
+            let x = read(0)?;
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::unary(op, &x, y);
+                Ok(())
+            })?)
+        }
+        Op::SwiGlu | Op::GeGlu => {
+            let (g, u) = (read(0)?, read(1)?);
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::glu(*op == Op::GeGlu, &g, &u, y);
+                Ok(())
+            })?)
+        }
+        Op::Softmax => {
+            let x = read(0)?;
+            let d = shape0.last().copied().unwrap_or(1);
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::softmax(&x, d, y);
+                Ok(())
+            })?)
+        }
+        Op::Reshape(shape) => one(inputs[0].reshaped(shape)?),
+        Op::RmsNorm { eps, add_one } => {
+            let (x, g) = (read(0)?, read(1)?);
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::rms_norm(&x, &g, *eps, *add_one, y);
+                Ok(())
+            })?)
+        }
+        Op::LayerNorm { eps } => {
+            let (x, g) = (read(0)?, read(1)?);
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::layer_norm(&x, &g, b.as_deref(), *eps, y);
+                Ok(())
+            })?)
+        }
+        Op::Rope {
+            style,
+            rot_dim,
+            pos,
+            base,
+        } => {
+            let x = read(0)?;
+            let cache = if inputs.len() == 3 {
+                Some((read(1)?, read(2)?))
+            } else {
+                None
+            };
+            let args = attention::RopeArgs {
+                style: *style,
+                rot: *rot_dim,
+                pos: *pos,
+                base: *base,
+                cache: cache.as_ref().map(|(c, s)| (&**c, &**s)),
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                y.copy_from_slice(&x);
+                attention::rope(y, shape0[1], shape0[2], &args);
+                Ok(())
+            })?)
+        }
+        Op::Sdpa {
+            scale,
+            mask,
+            q_pos,
+            kv_len,
+        } => {
+            let (q, k, v) = (read(0)?, read(1)?, read(2)?);
+            let d = infos[0].shape[2];
+            let args = attention::SdpaArgs {
+                heads: infos[0].shape[1],
+                kv_heads: infos[1].shape[1],
+                d,
+                dv: infos[2].shape[2],
+                scale: scale.unwrap_or(1.0 / (d as f32).sqrt()),
+                mask,
+                q_pos: *q_pos,
+                kv_len: kv_len.unwrap_or(infos[1].shape[0]),
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                attention::sdpa(&args, &q, &k, &v, y);
+                Ok(())
+            })?)
+        }
+        Op::FusedNormMatmul { eps, add_one } => {
+            let (x, g) = (read(0)?, read(1)?);
+            let mut h = vec![0.0; x.len()];
+            elementwise::rms_norm(&x, &g, *eps, *add_one, &mut h);
+            one(linear::matmul_values(&h, &inputs[2], shape0, ctx)?)
+        }
+        Op::FusedSkipNorm { eps, add_one } => {
+            let (x, s, g) = (read(0)?, read(1)?, read(2)?);
+            let sum = ctx.tensor_with(shape0, false, |y| {
+                elementwise::binary_suffix(&Op::Add, &x, &s, y);
+                Ok(())
+            })?;
+            let normed = {
+                let sv = sum.as_f32().unwrap_or(&[]);
+                ctx.tensor_with(shape0, false, |y| {
+                    elementwise::rms_norm(sv, &g, *eps, *add_one, y);
+                    Ok(())
+                })?
+            };
+            Ok(vec![normed, sum])
+        }
+        Op::FusedSwiGlu => {
+            let x = read(0)?;
+            let g = linear::matmul_values(&x, &inputs[1], shape0, ctx)?;
+            let u = linear::matmul_values(&x, &inputs[2], shape0, ctx)?;
+            let (gv, uv) = (g.as_f32().unwrap_or(&[]), u.as_f32().unwrap_or(&[]));
+            one(ctx.tensor_with(shape0, false, |y| {
+                elementwise::glu(false, gv, uv, y);
+                Ok(())
+            })?)
+        }
+        Op::FusedQkv => {
+            let x = read(0)?;
+            (1..4)
+                .map(|i| linear::matmul_values(&x, &inputs[i], &outs[i - 1].shape, ctx))
+                .collect()
+        }
+        _ => reference::execute(op, inputs),
+    }
 }

@@ -66,7 +66,7 @@ pub(super) fn unary(op: &Op, x: f32) -> f32 {
 /// `y[r, n] = sum_k x[r, k] w[n, k]` with `w` of `n` rows.
 pub(super) fn matmul(x: &[f32], w: &[f32], n: usize) -> Vec<f32> {
     let k = w.len() / n.max(1);
-    let rows = if k == 0 { 0 } else { x.len() / k };
+    let rows = x.len().checked_div(k).unwrap_or(0);
     let mut y = vec![0.0; rows * n];
     for r in 0..rows {
         for j in 0..n {

@@ -16,6 +16,7 @@ use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::sync::Arc;
 
+pub(crate) use attention::visible;
 pub use math::{erf, gelu, gelu_tanh, sample, silu};
 
 /// The reference library as a backend. It supports every op.

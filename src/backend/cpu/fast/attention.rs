@@ -1,0 +1,142 @@
+//! Fast RoPE and attention tiled over keys with an online softmax (no cap on
+//! the context length; memory per query head is one tile of scores).
+
+use super::super::reference::visible;
+use super::super::simd;
+use crate::backend::op::{Mask, RopeStyle};
+use rayon::prelude::*;
+
+/// Keys per tile of the online softmax.
+const TILE: usize = 64;
+
+/// Cos/sin source of one Rope call.
+pub(super) struct RopeArgs<'a> {
+    pub style: RopeStyle,
+    pub rot: usize,
+    pub pos: usize,
+    pub base: f32,
+    pub cache: Option<(&'a [f32], &'a [f32])>,
+}
+
+/// Rotates `y` (a copy of `x [S, H, d]`) in place.
+pub(super) fn rope(y: &mut [f32], heads: usize, d: usize, a: &RopeArgs) {
+    let half = a.rot / 2;
+    let inv: Vec<f64> = (0..half)
+        .map(|j| 1.0 / (a.base as f64).powf(2.0 * j as f64 / a.rot as f64))
+        .collect();
+    y.par_chunks_mut(heads * d).enumerate().for_each_init(
+        || (vec![0.0f32; half], vec![0.0f32; half]),
+        |(cos, sin), (s, row)| {
+            let p = a.pos + s;
+            match a.cache {
+                Some((c, sn)) => {
+                    cos.copy_from_slice(&c[p * half..(p + 1) * half]);
+                    sin.copy_from_slice(&sn[p * half..(p + 1) * half]);
+                }
+                None => {
+                    for j in 0..half {
+                        let angle = p as f64 * inv[j];
+                        cos[j] = angle.cos() as f32;
+                        sin[j] = angle.sin() as f32;
+                    }
+                }
+            }
+            for head in row.chunks_mut(d) {
+                match a.style {
+                    RopeStyle::Neox => {
+                        let (x1, rest) = head.split_at_mut(half);
+                        let x2 = &mut rest[..half];
+                        for j in 0..half {
+                            let (u, v) = (x1[j], x2[j]);
+                            x1[j] = u * cos[j] - v * sin[j];
+                            x2[j] = u * sin[j] + v * cos[j];
+                        }
+                    }
+                    RopeStyle::Normal => {
+                        for (j, pair) in head[..a.rot].chunks_exact_mut(2).enumerate() {
+                            let (u, v) = (pair[0], pair[1]);
+                            pair[0] = u * cos[j] - v * sin[j];
+                            pair[1] = u * sin[j] + v * cos[j];
+                        }
+                    }
+                }
+            }
+        },
+    );
+}
+
+/// Shapes and settings of one attention call.
+pub(super) struct SdpaArgs<'a> {
+    pub heads: usize,
+    pub kv_heads: usize,
+    pub d: usize,
+    pub dv: usize,
+    pub scale: f32,
+    pub mask: &'a Mask,
+    pub q_pos: usize,
+    pub kv_len: usize,
+}
+
+/// Keys a query at position `p` can see, as a range (the mask is still
+/// checked per key for padding masks).
+fn key_range(mask: &Mask, p: usize, kv_len: usize) -> (usize, usize) {
+    match mask {
+        Mask::None | Mask::Padding(_) => (0, kv_len),
+        Mask::Causal => (0, (p + 1).min(kv_len)),
+        Mask::Sliding(w) => ((p + 1).saturating_sub(*w), (p + 1).min(kv_len)),
+    }
+}
+
+/// `out [Sq, H, dv]` from `q [Sq, H, d]`, `k [.., Hkv, d]`, `v [.., Hkv, dv]`,
+/// parallel over (query, head).
+pub(super) fn sdpa(a: &SdpaArgs, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
+    let group = a.heads / a.kv_heads;
+    out.par_chunks_mut(a.dv).enumerate().for_each_init(
+        || vec![0.0f32; TILE],
+        |scores, (row, o)| {
+            let (i, h) = (row / a.heads, row % a.heads);
+            let kh = h / group;
+            let p = a.q_pos + i;
+            let qrow = &q[row * a.d..(row + 1) * a.d];
+            o.fill(0.0);
+            let mut m = f32::NEG_INFINITY;
+            let mut l = 0.0f32;
+            let (start, end) = key_range(a.mask, p, a.kv_len);
+            let mut t0 = start;
+            while t0 < end {
+                let t1 = (t0 + TILE).min(end);
+                let mut tile_max = f32::NEG_INFINITY;
+                for (s, j) in scores.iter_mut().zip(t0..t1) {
+                    *s = if visible(a.mask, p, j) {
+                        let kr = &k[(j * a.kv_heads + kh) * a.d..][..a.d];
+                        simd::dot(qrow, kr) * a.scale
+                    } else {
+                        f32::NEG_INFINITY
+                    };
+                    tile_max = tile_max.max(*s);
+                }
+                if tile_max > f32::NEG_INFINITY {
+                    let new_m = m.max(tile_max);
+                    let correction = (m - new_m).exp();
+                    if correction != 1.0 {
+                        o.iter_mut().for_each(|x| *x *= correction);
+                        l *= correction;
+                    }
+                    m = new_m;
+                    for (&s, j) in scores.iter().zip(t0..t1) {
+                        if s > f32::NEG_INFINITY {
+                            let w = (s - m).exp();
+                            l += w;
+                            simd::axpy(w, &v[(j * a.kv_heads + kh) * a.dv..][..a.dv], o);
+                        }
+                    }
+                }
+                t0 = t1;
+            }
+            if l > 0.0 {
+                let inv = 1.0 / l;
+                o.iter_mut().for_each(|x| *x *= inv);
+            }
+        },
+    );
+}

@@ -1,0 +1,128 @@
+//! Fast element-wise ops, norms and softmax, parallel over rows.
+
+use super::super::reference::{gelu, gelu_tanh, silu};
+use super::super::simd;
+use crate::backend::Op;
+use rayon::prelude::*;
+
+/// Elements per parallel task of the element-wise maps.
+const CHUNK: usize = 16 * 1024;
+
+/// `y[i] = f(x[i])`.
+fn map(x: &[f32], y: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
+    y.par_chunks_mut(CHUNK)
+        .zip(x.par_chunks(CHUNK))
+        .for_each(|(o, i)| {
+            for (o, &v) in o.iter_mut().zip(i) {
+                *o = f(v);
+            }
+        });
+}
+
+/// One element-wise unary op; `false` when `op` is not one.
+pub(super) fn unary(op: &Op, x: &[f32], y: &mut [f32]) -> bool {
+    match *op {
+        Op::Scale(s) => map(x, y, |v| v * s),
+        Op::Clamp { lo, hi } => map(x, y, |v| v.max(lo).min(hi)),
+        Op::Silu => map(x, y, silu),
+        Op::Gelu => map(x, y, gelu),
+        Op::GeluTanh => map(x, y, gelu_tanh),
+        Op::Relu => map(x, y, |v| v.max(0.0)),
+        Op::LeakyRelu(s) => map(x, y, |v| if v > 0.0 { v } else { s * v }),
+        Op::Sigmoid => map(x, y, |v| 1.0 / (1.0 + (-v).exp())),
+        Op::Tanh => map(x, y, f32::tanh),
+        Op::Softcap(c) => map(x, y, |v| c * (v / c).tanh()),
+        _ => return false,
+    }
+    true
+}
+
+/// `y = f(a, b)` where `b` is broadcast along the leading dimensions of `a`
+/// (`b` equal to `a`, or a suffix of it such as a bias row).
+pub(super) fn binary_suffix(op: &Op, a: &[f32], b: &[f32], y: &mut [f32]) {
+    let f: fn(f32, f32) -> f32 = match op {
+        Op::Add => |a, b| a + b,
+        Op::Sub => |a, b| a - b,
+        Op::Mul => |a, b| a * b,
+        _ => |a, b| a / b,
+    };
+    let chunk = b.len().max(1) * (CHUNK / b.len().max(1)).max(1);
+    y.par_chunks_mut(chunk)
+        .zip(a.par_chunks(chunk))
+        .for_each(|(o, i)| {
+            for (rows_o, rows_i) in o.chunks_mut(b.len().max(1)).zip(i.chunks(b.len().max(1))) {
+                for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
+                    *o = f(u, v);
+                }
+            }
+        });
+}
+
+/// `y = x / sqrt(mean(x^2) + eps) * g` per row of `g.len()`.
+pub(super) fn rms_norm(x: &[f32], g: &[f32], eps: f32, add_one: bool, y: &mut [f32]) {
+    let d = g.len().max(1);
+    y.par_chunks_mut(d)
+        .zip(x.par_chunks(d))
+        .for_each(|(o, row)| {
+            let inv = 1.0 / (simd::sum_sq(row) / d as f32 + eps).sqrt();
+            if add_one {
+                for ((o, &v), &gv) in o.iter_mut().zip(row).zip(g) {
+                    *o = v * inv * (1.0 + gv);
+                }
+            } else {
+                for ((o, &v), &gv) in o.iter_mut().zip(row).zip(g) {
+                    *o = v * inv * gv;
+                }
+            }
+        });
+}
+
+/// `y = (x - mean) / sqrt(var + eps) * g + b` per row.
+pub(super) fn layer_norm(x: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, y: &mut [f32]) {
+    let d = g.len().max(1);
+    y.par_chunks_mut(d)
+        .zip(x.par_chunks(d))
+        .for_each(|(o, row)| {
+            let mean = row.iter().sum::<f32>() / d as f32;
+            let mut var = 0.0;
+            for &v in row {
+                var += (v - mean) * (v - mean);
+            }
+            let inv = 1.0 / (var / d as f32 + eps).sqrt();
+            for (i, (o, &v)) in o.iter_mut().zip(row).enumerate() {
+                *o = (v - mean) * inv * g[i] + b.map_or(0.0, |b| b[i]);
+            }
+        });
+}
+
+/// Softmax of each row of `d`; an all `-inf` row gives zeros.
+pub(super) fn softmax(x: &[f32], d: usize, y: &mut [f32]) {
+    let d = d.max(1);
+    y.par_chunks_mut(d)
+        .zip(x.par_chunks(d))
+        .for_each(|(o, row)| {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            if max == f32::NEG_INFINITY {
+                o.fill(0.0);
+                return;
+            }
+            let mut sum = 0.0;
+            for (o, &v) in o.iter_mut().zip(row) {
+                *o = (v - max).exp();
+                sum += *o;
+            }
+            let inv = 1.0 / sum;
+            o.iter_mut().for_each(|v| *v *= inv);
+        });
+}
+
+/// `y = act(gate) * up` with `act` silu (SwiGlu) or gelu (GeGlu).
+pub(super) fn glu(gelu_gate: bool, gate: &[f32], up: &[f32], y: &mut [f32]) {
+    y.par_chunks_mut(CHUNK)
+        .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
+        .for_each(|(o, (g, u))| {
+            for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
+                *o = if gelu_gate { gelu(g) } else { silu(g) } * u;
+            }
+        });
+}

@@ -1,0 +1,544 @@
+//! The fast cpu ops against the CPU reference, on fresh random inputs with
+//! awkward shapes, within the ops.md one-op tolerances; the SIMD and the
+//! portable vector primitives against an f64 sum.
+
+mod backend_util;
+
+use backend_util::{check_op, rand_tensor, rand_weight, rel_err, rng, values};
+use cyb_llm::backend::cpu::simd;
+use cyb_llm::backend::{rope_cache, rope_inv_freq, Mask, Op, RopeStyle, Tensor};
+use cyb_llm::DType;
+use rand::Rng;
+
+/// One-op tolerance for f32 (ops.md).
+const F32_TOL: f32 = 1e-5;
+/// Sizes ops.md asks tests to use.
+const AWKWARD: [usize; 5] = [1, 3, 17, 255, 4097];
+
+#[test]
+fn simd_and_portable_dot_and_axpy_match_f64() {
+    let mut r = rng("simd");
+    for n in [0, 1, 3, 7, 8, 9, 15, 16, 17, 255, 4097] {
+        let (a, b) = (values(&mut r, n), values(&mut r, n));
+        let exact: f64 = a.iter().zip(&b).map(|(&x, &y)| x as f64 * y as f64).sum();
+        let scale = a.iter().map(|x| x.abs() as f64).sum::<f64>().max(1.0);
+        let portable = simd::portable::dot(&a, &b) as f64;
+        assert!(
+            (portable - exact).abs() / scale < 1e-6,
+            "portable dot n={n}"
+        );
+        let dispatched = simd::dot(&a, &b) as f64;
+        assert!((dispatched - exact).abs() / scale < 1e-6, "dot n={n}");
+        let alpha = r.gen_range(-2.0f32..2.0);
+        let mut y1 = b.clone();
+        simd::portable::axpy(alpha, &a, &mut y1);
+        let mut y2 = b.clone();
+        simd::axpy(alpha, &a, &mut y2);
+        let want: Vec<f32> = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| (alpha as f64 * x as f64 + y as f64) as f32)
+            .collect();
+        assert!(
+            rel_err(&y1, &want) < 1e-6 && rel_err(&y2, &want) < 1e-6,
+            "axpy n={n}"
+        );
+        #[cfg(target_arch = "x86_64")]
+        if simd::has_avx2_fma() {
+            // SAFETY: checked just above.
+            let avx = unsafe { simd::avx2::dot(&a, &b) } as f64;
+            assert!((avx - exact).abs() / scale < 1e-6, "avx2 dot n={n}");
+        }
+    }
+}
+
+#[test]
+fn matmul_f32_f16_bf16_awkward_shapes() {
+    let mut r = rng("matmul_float");
+    for dtype in [DType::F32, DType::F16, DType::BF16] {
+        for &k in &AWKWARD {
+            for &n in &[1, 3, 17] {
+                for m in [1, 3] {
+                    let x = rand_tensor(&mut r, &[m, k]);
+                    let w = rand_weight(&mut r, &[n, k], dtype);
+                    check_op(&Op::Matmul, &[x, w], F32_TOL, 2);
+                }
+            }
+        }
+    }
+    // Host f32 weights (not bytes), 3-d activations.
+    let x = rand_tensor(&mut r, &[2, 3, 17]);
+    let w = rand_tensor(&mut r, &[255, 17]);
+    check_op(&Op::Matmul, &[x, w], F32_TOL, 3);
+}
+
+#[test]
+fn matmul_every_quantized_encoding() {
+    let mut r = rng("matmul_quant");
+    let encodings = [
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q2K,
+        DType::Q3K,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+        DType::Ternary,
+    ];
+    for dtype in encodings {
+        let bv = dtype.block_values().max(32);
+        for k in [bv, 3 * bv] {
+            for n in [1, 17] {
+                for m in [1, 3] {
+                    let x = rand_tensor(&mut r, &[m, k]);
+                    let w = rand_weight(&mut r, &[n, k], dtype);
+                    check_op(&Op::Matmul, &[x, w], 1e-2, 2);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn binary_ops_with_broadcasting() {
+    let mut r = rng("binary");
+    let cases: [(&[usize], &[usize]); 6] = [
+        (&[17, 255], &[17, 255]),
+        (&[3, 4097], &[4097]),
+        (&[1], &[1]),
+        (&[255], &[3, 255]),
+        (&[3, 1, 5], &[1, 4, 5]),
+        (&[3, 17], &[3, 1]),
+    ];
+    for (a, b) in cases {
+        for op in [Op::Add, Op::Sub, Op::Mul, Op::Div] {
+            let x = rand_tensor(&mut r, a);
+            let y = rand_tensor(&mut r, b);
+            check_op(&op, &[x, y], F32_TOL, 2);
+        }
+    }
+}
+
+#[test]
+fn unary_ops_and_glus() {
+    let mut r = rng("unary");
+    let ops = [
+        Op::Scale(0.37),
+        Op::Clamp { lo: -0.3, hi: 0.5 },
+        Op::Silu,
+        Op::Gelu,
+        Op::GeluTanh,
+        Op::Relu,
+        Op::LeakyRelu(0.01),
+        Op::Sigmoid,
+        Op::Tanh,
+        Op::Softcap(0.5),
+    ];
+    for &n in &AWKWARD {
+        for op in &ops {
+            // Scale up so activations see their tails, not just the linear part.
+            let x = Tensor::from_f32(&[n], values(&mut r, n).iter().map(|v| v * 6.0).collect())
+                .unwrap();
+            check_op(op, &[x], F32_TOL, 2);
+        }
+        for op in [Op::SwiGlu, Op::GeGlu] {
+            let (g, u) = (rand_tensor(&mut r, &[3, n]), rand_tensor(&mut r, &[3, n]));
+            check_op(&op, &[g, u], F32_TOL, 2);
+        }
+    }
+}
+
+#[test]
+fn softmax_rows_including_masked_rows() {
+    let mut r = rng("softmax");
+    for &d in &AWKWARD {
+        let x = rand_tensor(&mut r, &[3, d]);
+        check_op(&Op::Softmax, &[x], F32_TOL, 2);
+    }
+    let mut v = values(&mut r, 17 * 2);
+    v[..17].fill(f32::NEG_INFINITY);
+    v[20] = f32::NEG_INFINITY;
+    let x = Tensor::from_f32(&[2, 17], v).unwrap();
+    check_op(&Op::Softmax, &[x.clone()], F32_TOL, 2);
+    let y = cyb_llm::backend::cpu::reference::execute(&Op::Softmax, &[x]).unwrap();
+    let y = y[0].as_f32().unwrap();
+    assert!(
+        y[..17].iter().all(|&p| p == 0.0),
+        "an all -inf row gives zeros"
+    );
+    assert_eq!(y[20], 0.0);
+}
+
+#[test]
+fn norms() {
+    let mut r = rng("norms");
+    for &d in &AWKWARD {
+        for add_one in [false, true] {
+            let x = rand_tensor(&mut r, &[3, d]);
+            let g = rand_tensor(&mut r, &[d]);
+            check_op(&Op::RmsNorm { eps: 1e-6, add_one }, &[x, g], F32_TOL, 2);
+        }
+        let x = rand_tensor(&mut r, &[3, d]);
+        let (g, b) = (rand_tensor(&mut r, &[d]), rand_tensor(&mut r, &[d]));
+        check_op(
+            &Op::LayerNorm { eps: 1e-5 },
+            &[x.clone(), g.clone(), b],
+            F32_TOL,
+            2,
+        );
+        check_op(&Op::LayerNorm { eps: 1e-5 }, &[x, g], F32_TOL, 2);
+    }
+    // Gains stored as f16 bytes.
+    let x = rand_tensor(&mut r, &[2, 255]);
+    let g = rand_weight(&mut r, &[255], DType::F16);
+    check_op(
+        &Op::RmsNorm {
+            eps: 1e-5,
+            add_one: false,
+        },
+        &[x, g],
+        F32_TOL,
+        2,
+    );
+}
+
+#[test]
+fn rope_both_styles_partial_rotation_offsets_and_cache() {
+    let mut r = rng("rope");
+    for style in [RopeStyle::Neox, RopeStyle::Normal] {
+        for (s, h, d, rot) in [(1, 1, 2, 2), (3, 4, 64, 64), (17, 3, 64, 32), (5, 2, 18, 8)] {
+            let pos = r.gen_range(0..5000);
+            let x = rand_tensor(&mut r, &[s, h, d]);
+            let op = Op::Rope {
+                style,
+                rot_dim: rot,
+                pos,
+                base: 10000.0,
+            };
+            check_op(&op, &[x.clone()], F32_TOL, 2);
+            let (cos, sin) = rope_cache(pos + s, &rope_inv_freq(rot, 10000.0)).unwrap();
+            check_op(&op, &[x.clone(), cos.clone(), sin.clone()], F32_TOL, 2);
+            // The cache and the on-the-fly angles agree.
+            let a = cyb_llm::backend::cpu::reference::execute(&op, &[x.clone()]).unwrap();
+            let b = cyb_llm::backend::cpu::reference::execute(&op, &[x, cos, sin]).unwrap();
+            assert!(rel_err(a[0].as_f32().unwrap(), b[0].as_f32().unwrap()) < F32_TOL);
+        }
+    }
+}
+
+#[test]
+fn sdpa_masks_gqa_and_long_contexts() {
+    let mut r = rng("sdpa");
+    // (Sq, H, Hkv, d, Sk, q_pos)
+    let shapes = [
+        (1, 1, 1, 1, 1, 0),
+        (3, 4, 2, 17, 3, 0),
+        (1, 8, 2, 64, 4097, 4096),
+        (17, 6, 3, 32, 255, 238),
+        (5, 2, 1, 8, 300, 100),
+    ];
+    for (sq, h, hkv, d, sk, q_pos) in shapes {
+        let q = rand_tensor(&mut r, &[sq, h, d]);
+        let k = rand_tensor(&mut r, &[sk, hkv, d]);
+        let v = rand_tensor(&mut r, &[sk, hkv, d]);
+        let keep: Vec<bool> = (0..sk).map(|_| r.gen_bool(0.7)).collect();
+        for mask in [
+            Mask::None,
+            Mask::Causal,
+            Mask::Sliding(7),
+            Mask::Padding(keep.clone()),
+        ] {
+            let op = Op::Sdpa {
+                scale: None,
+                mask,
+                q_pos,
+                kv_len: None,
+            };
+            check_op(&op, &[q.clone(), k.clone(), v.clone()], F32_TOL, 2);
+        }
+        // Reading only the first rows of a larger buffer, with an explicit scale.
+        if sk > 2 {
+            let op = Op::Sdpa {
+                scale: Some(0.3),
+                mask: Mask::Causal,
+                q_pos: 0,
+                kv_len: Some(sk - 2),
+            };
+            check_op(&op, &[q, k, v], F32_TOL, 2);
+        }
+    }
+}
+
+#[test]
+fn kv_append_then_sdpa_reads_the_cache() {
+    let mut r = rng("kv");
+    let (max_ctx, hkv, d, h) = (20, 2, 8, 4);
+    let kc = Tensor::state_zeros(&[max_ctx, hkv, d]);
+    let vc = Tensor::state_zeros(&[max_ctx, hkv, d]);
+    let mut all_k = Vec::new();
+    let mut all_v = Vec::new();
+    let mut pos = 0;
+    for s in [5, 1, 1, 3] {
+        let k = rand_tensor(&mut r, &[s, hkv, d]);
+        let v = rand_tensor(&mut r, &[s, hkv, d]);
+        all_k.extend_from_slice(k.as_f32().unwrap());
+        all_v.extend_from_slice(v.as_f32().unwrap());
+        let op = Op::KvAppend { pos };
+        check_op(&op, &[kc.clone(), vc.clone(), k, v], 0.0, 2);
+        pos += s;
+        let q = rand_tensor(&mut r, &[s, h, d]);
+        let sdpa = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: pos - s,
+            kv_len: Some(pos),
+        };
+        check_op(&sdpa, &[q.clone(), kc.clone(), vc.clone()], F32_TOL, 2);
+        // Same as attention over plain tensors holding exactly the appended rows.
+        let k_plain = Tensor::from_f32(&[pos, hkv, d], all_k.clone()).unwrap();
+        let v_plain = Tensor::from_f32(&[pos, hkv, d], all_v.clone()).unwrap();
+        let plain = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: pos - s,
+            kv_len: None,
+        };
+        let a =
+            cyb_llm::backend::cpu::reference::execute(&sdpa, &[q.clone(), kc.clone(), vc.clone()])
+                .unwrap();
+        let b = cyb_llm::backend::cpu::reference::execute(&plain, &[q, k_plain, v_plain]).unwrap();
+        assert_eq!(a[0].as_f32().unwrap(), b[0].as_f32().unwrap());
+    }
+    let k = rand_tensor(&mut r, &[max_ctx - pos + 1, hkv, d]);
+    let v = rand_tensor(&mut r, &[max_ctx - pos + 1, hkv, d]);
+    let err = cyb_llm::backend::cpu::reference::execute(&Op::KvAppend { pos }, &[kc, vc, k, v])
+        .unwrap_err();
+    assert_eq!(
+        err,
+        cyb_llm::ExecutionError::ContextOverflow {
+            max: max_ctx,
+            requested: max_ctx + 1
+        }
+    );
+}
+
+#[test]
+fn embed_plain_and_quantized_tables_and_bad_ids() {
+    let mut r = rng("embed");
+    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4K, DType::Q6K] {
+        let d = dtype.block_values().max(32) * 2;
+        let table = rand_weight(&mut r, &[300, d], dtype);
+        let ids: Vec<i32> = (0..17).map(|_| r.gen_range(0..300)).collect();
+        let ids = Tensor::from_i32(&[17], ids).unwrap();
+        check_op(&Op::Embed, &[ids, table.clone()], 0.0, 2);
+        for bad in [-1, 300] {
+            let ids = Tensor::from_i32(&[2], vec![0, bad]).unwrap();
+            let cpu = cyb_llm::backend::cpu::CpuBackend::new(1).unwrap();
+            let mut ctx = cyb_llm::backend::ExecContext::new(1);
+            use cyb_llm::backend::Backend;
+            let err = cpu
+                .execute(&Op::Embed, &[ids.clone(), table.clone()], &mut ctx)
+                .unwrap_err();
+            let want = cyb_llm::ExecutionError::IndexOutOfRange {
+                op: "Embed".into(),
+                index: bad as i64,
+                len: 300,
+            };
+            assert_eq!(err, want);
+            assert_eq!(
+                cyb_llm::backend::cpu::reference::execute(&Op::Embed, &[ids, table.clone()])
+                    .unwrap_err(),
+                want
+            );
+        }
+    }
+}
+
+#[test]
+fn fused_ops_equal_their_compositions() {
+    let mut r = rng("fused");
+    use cyb_llm::backend::cpu::reference::execute as reference;
+    for (k, n) in [(17, 3), (256, 255)] {
+        for dtype in [DType::F32, DType::Q8_0] {
+            let k = if dtype == DType::Q8_0 { 256 } else { k };
+            let x = rand_tensor(&mut r, &[3, k]);
+            let skip = rand_tensor(&mut r, &[3, k]);
+            let g = rand_tensor(&mut r, &[k]);
+            let w = [0, 1, 2].map(|_| rand_weight(&mut r, &[n, k], dtype));
+            let tol = if dtype == DType::F32 { F32_TOL } else { 1e-2 };
+            let norm = Op::RmsNorm {
+                eps: 1e-6,
+                add_one: false,
+            };
+
+            let fused = Op::FusedNormMatmul {
+                eps: 1e-6,
+                add_one: false,
+            };
+            check_op(&fused, &[x.clone(), g.clone(), w[0].clone()], tol, 2);
+            let h = reference(&norm, &[x.clone(), g.clone()]).unwrap();
+            let want = reference(&Op::Matmul, &[h[0].clone(), w[0].clone()]).unwrap();
+            let got = reference(&fused, &[x.clone(), g.clone(), w[0].clone()]).unwrap();
+            assert!(rel_err(got[0].as_f32().unwrap(), want[0].as_f32().unwrap()) <= F32_TOL);
+
+            let fused = Op::FusedSkipNorm {
+                eps: 1e-6,
+                add_one: true,
+            };
+            check_op(&fused, &[x.clone(), skip.clone(), g.clone()], F32_TOL, 2);
+
+            check_op(
+                &Op::FusedSwiGlu,
+                &[x.clone(), w[0].clone(), w[1].clone()],
+                tol,
+                2,
+            );
+            let gate = reference(&Op::Matmul, &[x.clone(), w[0].clone()]).unwrap();
+            let up = reference(&Op::Matmul, &[x.clone(), w[1].clone()]).unwrap();
+            let want = reference(&Op::SwiGlu, &[gate[0].clone(), up[0].clone()]).unwrap();
+            let got =
+                reference(&Op::FusedSwiGlu, &[x.clone(), w[0].clone(), w[1].clone()]).unwrap();
+            assert!(rel_err(got[0].as_f32().unwrap(), want[0].as_f32().unwrap()) <= F32_TOL);
+
+            let qkv = [x.clone(), w[0].clone(), w[1].clone(), w[2].clone()];
+            check_op(&Op::FusedQkv, &qkv, tol, 2);
+        }
+    }
+}
+
+#[test]
+fn reshape_is_zero_copy_and_shape_errors_are_structured() {
+    let mut r = rng("reshape");
+    let x = rand_tensor(&mut r, &[3, 17]);
+    let cpu = cyb_llm::backend::cpu::CpuBackend::new(1).unwrap();
+    let mut ctx = cyb_llm::backend::ExecContext::new(1);
+    use cyb_llm::backend::Backend;
+    let y = cpu
+        .execute(&Op::Reshape(vec![17, 3]), &[x.clone()], &mut ctx)
+        .unwrap();
+    assert_eq!(y[0].shape(), &[17, 3]);
+    assert_eq!(
+        y[0].as_f32().unwrap().as_ptr(),
+        x.as_f32().unwrap().as_ptr()
+    );
+    let err = cpu
+        .execute(
+            &Op::Matmul,
+            &[x.clone(), rand_tensor(&mut r, &[4, 16])],
+            &mut ctx,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, cyb_llm::ExecutionError::ShapeMismatch { .. }),
+        "{err:?}"
+    );
+    let err = cpu
+        .execute(&Op::Add, &[x, rand_tensor(&mut r, &[4])], &mut ctx)
+        .unwrap_err();
+    assert!(
+        matches!(err, cyb_llm::ExecutionError::ShapeMismatch { .. }),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn sample_greedy_top_k_and_seeded_draws() {
+    use cyb_llm::backend::cpu::reference::sample;
+    use cyb_llm::backend::SampleParams;
+    let mut r = rng("sample");
+    let logits = values(&mut r, 255);
+    let argmax = logits
+        .iter()
+        .enumerate()
+        .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as i32;
+    let greedy = SampleParams {
+        temperature: 0.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        u: 0.5,
+    };
+    assert_eq!(sample(&logits, &[], &greedy), argmax);
+    let top1 = SampleParams {
+        temperature: 0.8,
+        top_k: 1,
+        u: 0.99,
+        ..greedy.clone()
+    };
+    assert_eq!(sample(&logits, &[], &top1), argmax);
+    // A strong penalty on the argmax moves greedy to another token.
+    let penal = SampleParams {
+        repeat_penalty: 1e6,
+        ..greedy.clone()
+    };
+    if logits[argmax as usize] > 0.0 {
+        assert_ne!(sample(&logits, &[argmax], &penal), argmax);
+    }
+    // Draws spread across tokens in proportion to their probability.
+    let two = [0.0f32, (3.0f32).ln()]; // probabilities 1/4, 3/4
+    let mut hits = 0;
+    for i in 0..1000 {
+        let p = SampleParams {
+            temperature: 1.0,
+            u: (i as f32 + 0.5) / 1000.0,
+            ..greedy.clone()
+        };
+        hits += (sample(&two, &[], &p) == 1) as i32;
+    }
+    assert!((740..=760).contains(&hits), "{hits}");
+}
+
+#[test]
+fn conv1d_group_norm_layout_ops_run_through_cpu() {
+    let mut r = rng("misc");
+    let x = rand_tensor(&mut r, &[3, 17]);
+    let w = rand_tensor(&mut r, &[4, 3, 3]);
+    let b = rand_tensor(&mut r, &[4]);
+    check_op(
+        &Op::Conv1d {
+            stride: 2,
+            padding: 1,
+        },
+        &[x.clone(), w, b],
+        F32_TOL,
+        2,
+    );
+    let gx = rand_tensor(&mut r, &[2, 6, 5]);
+    let (g, bb) = (rand_tensor(&mut r, &[6]), rand_tensor(&mut r, &[6]));
+    check_op(
+        &Op::GroupNorm {
+            groups: 3,
+            eps: 1e-5,
+        },
+        &[gx, g, bb],
+        F32_TOL,
+        2,
+    );
+    check_op(&Op::Permute(vec![1, 0]), &[x.clone()], 0.0, 2);
+    check_op(&Op::Concat { axis: 1 }, &[x.clone(), x.clone()], 0.0, 2);
+    check_op(
+        &Op::Slice {
+            axis: 1,
+            start: 3,
+            end: 9,
+        },
+        &[x.clone()],
+        0.0,
+        2,
+    );
+    check_op(
+        &Op::Split {
+            axis: 1,
+            sizes: vec![5, 12],
+        },
+        &[x.clone()],
+        0.0,
+        2,
+    );
+    check_op(&Op::Argmax, &[x], 0.0, 2);
+}

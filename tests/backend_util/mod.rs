@@ -1,0 +1,126 @@
+//! Helpers shared by the backend tests: seeded random inputs, tolerances,
+//! and running an op on the cpu backend and on the reference.
+
+#![allow(dead_code)]
+
+use cyb_llm::backend::cpu::{reference, CpuBackend};
+use cyb_llm::backend::{Backend, ExecContext, Op, SharedBytes, Tensor};
+use cyb_llm::DType;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+/// A seeded generator; the seed comes from `CYB_TEST_SEED` or the clock and is printed.
+pub fn rng(test: &str) -> ChaCha8Rng {
+    let seed = std::env::var("CYB_TEST_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    eprintln!("{test}: seed {seed} (rerun with CYB_TEST_SEED={seed})");
+    ChaCha8Rng::seed_from_u64(seed)
+}
+
+/// Values uniform in [-1, 1), never all zero.
+pub fn values(rng: &mut ChaCha8Rng, n: usize) -> Vec<f32> {
+    (0..n).map(|_| rng.gen_range(-1.0f32..1.0)).collect()
+}
+
+/// A host f32 tensor of random values.
+pub fn rand_tensor(rng: &mut ChaCha8Rng, shape: &[usize]) -> Tensor {
+    let n = shape.iter().product();
+    Tensor::from_f32(shape, values(rng, n)).expect("shape matches")
+}
+
+/// Offsets of the f16 scale fields of one block, per encoding (quant.md layouts).
+fn scale_offsets(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
+        DType::Q2K => &[80, 82],
+        DType::Q3K => &[108],
+        DType::Q6K => &[208],
+        _ => &[],
+    }
+}
+
+/// Random encoded bytes for `shape` in `dtype`: random quants with small
+/// finite scales for block encodings, random values for f32/f16/bf16.
+pub fn rand_weight(rng: &mut ChaCha8Rng, shape: &[usize], dtype: DType) -> Tensor {
+    let n: usize = shape.iter().product();
+    let bytes: Vec<u8> = match dtype {
+        DType::F32 => values(rng, n)
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+        DType::F16 => values(rng, n)
+            .iter()
+            .flat_map(|&v| half::f16::from_f32(v).to_le_bytes())
+            .collect(),
+        DType::BF16 => values(rng, n)
+            .iter()
+            .flat_map(|&v| half::bf16::from_f32(v).to_le_bytes())
+            .collect(),
+        _ => {
+            let size = dtype.byte_size(shape).expect("whole blocks") as usize;
+            let mut b: Vec<u8> = (0..size).map(|_| rng.gen()).collect();
+            for block in b.chunks_mut(dtype.block_bytes()) {
+                for &off in scale_offsets(dtype) {
+                    let s = half::f16::from_f32(rng.gen_range(0.001f32..0.05));
+                    block[off..off + 2].copy_from_slice(&s.to_le_bytes());
+                }
+            }
+            b
+        }
+    };
+    let scale = (dtype == DType::Ternary).then_some(0.75);
+    Tensor::from_bytes(shape, dtype, SharedBytes::from_vec(bytes), scale).expect("sizes match")
+}
+
+/// ops.md relative error: `max|y - ref| / max(max|ref|, 1e-6)`.
+pub fn rel_err(y: &[f32], r: &[f32]) -> f32 {
+    assert_eq!(y.len(), r.len(), "output lengths differ");
+    let mut num = 0.0f32;
+    let mut den = 1e-6f32;
+    for (&a, &b) in y.iter().zip(r) {
+        assert_eq!(
+            a.is_finite(),
+            b.is_finite(),
+            "finiteness differs: {a} vs {b}"
+        );
+        if b.is_finite() {
+            num = num.max((a - b).abs());
+            den = den.max(b.abs());
+        }
+    }
+    num / den
+}
+
+/// Runs `op` on the cpu backend (`threads` threads) and on the reference;
+/// checks every output within `tol` and returns the worst error.
+pub fn check_op(op: &Op, inputs: &[Tensor], tol: f32, threads: usize) -> f32 {
+    let cpu = CpuBackend::new(threads).expect("cpu backend");
+    let mut ctx = ExecContext::new(threads);
+    let got = cpu.execute(op, inputs, &mut ctx).expect("cpu executes");
+    let want = reference::execute(op, inputs).expect("reference executes");
+    assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
+    let mut worst = 0.0f32;
+    for (g, w) in got.iter().zip(&want) {
+        assert_eq!(g.shape(), w.shape(), "{op:?}: shapes differ");
+        assert_eq!(g.dtype(), w.dtype(), "{op:?}: dtypes differ");
+        let (gv, wv) = (
+            cpu.download_f32(g),
+            reference::ReferenceBackend.download_f32(w),
+        );
+        let e = rel_err(&gv, &wv);
+        let shapes: Vec<_> = inputs
+            .iter()
+            .map(|t| (t.dtype(), t.shape().to_vec()))
+            .collect();
+        assert!(e <= tol, "{op:?} on {shapes:?}: relative error {e} > {tol}");
+        worst = worst.max(e);
+    }
+    worst
+}
