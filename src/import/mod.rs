@@ -2,6 +2,7 @@
 //! Each source format is one module; [`import`] picks it from the source path.
 
 pub mod gguf;
+pub mod hf;
 pub mod requant;
 
 use crate::error::ImportError;
@@ -91,9 +92,6 @@ pub fn default_output(source: &Path) -> PathBuf {
 pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), ImportError> {
     match detect(source)? {
         SourceKind::Gguf => gguf::import(source, out, opts),
-        SourceKind::HuggingFace => Err(ImportError::Unsupported {
-            path: source.to_path_buf(),
-            reason: "this importer is not built yet".into(),
-        }),
+        SourceKind::HuggingFace => hf::import(source, out, opts),
     }
 }
