@@ -126,7 +126,7 @@ impl DType {
     pub fn byte_size(self, shape: &[usize]) -> Option<u64> {
         let inner = *shape.last().unwrap_or(&1) as u64;
         let bv = self.block_values() as u64;
-        if inner % bv != 0 {
+        if !inner.is_multiple_of(bv) {
             return None;
         }
         let mut elems: u64 = 1;

@@ -80,9 +80,15 @@ fn valid_file_loads_twice_to_equivalent_models() {
 #[test]
 fn truncation_anywhere_is_an_error_not_a_panic() {
     let f = fixture();
-    for cut in (0..f.bytes.len()).step_by(37).chain([f.weights_start - 1, f.weights_start, f.bytes.len() - 1]) {
+    for cut in (0..f.bytes.len()).step_by(37).chain([
+        f.weights_start - 1,
+        f.weights_start,
+        f.bytes.len() - 1,
+    ]) {
         match f.load_bytes(&f.bytes[..cut]) {
-            Err(LoadError::Truncated { expected, actual, .. }) => {
+            Err(LoadError::Truncated {
+                expected, actual, ..
+            }) => {
                 assert!(cut >= f.weights_start, "cut {cut}");
                 assert_eq!(actual, (cut - f.weights_start) as u64);
                 assert_eq!(expected, (f.bytes.len() - f.weights_start) as u64);
@@ -116,21 +122,34 @@ fn trailing_bytes_are_rejected() {
     let f = fixture();
     let mut b = f.bytes.clone();
     b.extend_from_slice(b"junk");
-    assert!(matches!(f.load_bytes(&b), Err(LoadError::TrailingBytes { extra: 4, .. })));
+    assert!(matches!(
+        f.load_bytes(&b),
+        Err(LoadError::TrailingBytes { extra: 4, .. })
+    ));
 }
 
 #[test]
 fn claimed_weights_size_of_2_pow_62_is_truncated() {
     let f = fixture();
     let size = f.bytes.len() - f.weights_start;
-    let err = f.edit(&format!("size = {size}\n"), &format!("size = {}\n", 1u64 << 62)).unwrap_err();
-    assert!(matches!(err, LoadError::Truncated { expected, .. } if expected == 1 << 62), "{err}");
+    let err = f
+        .edit(
+            &format!("size = {size}\n"),
+            &format!("size = {}\n", 1u64 << 62),
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, LoadError::Truncated { expected, .. } if expected == 1 << 62),
+        "{err}"
+    );
 }
 
 #[test]
 fn crlf_is_rejected_with_its_line() {
     let f = fixture();
-    let err = f.load_text(&f.text().replacen("\n", "\r\n", 3)).unwrap_err();
+    let err = f
+        .load_text(&f.text().replacen("\n", "\r\n", 3))
+        .unwrap_err();
     assert!(matches!(err, LoadError::CrLf { line: 1, .. }), "{err}");
 }
 
@@ -147,16 +166,30 @@ fn invalid_utf8_in_the_text_is_rejected_with_its_offset() {
 fn missing_and_duplicated_sections() {
     let f = fixture();
     let err = f.edit("~~~config\n", "~~~konfig\n").unwrap_err();
-    assert!(matches!(&err, LoadError::MissingSection { section, .. } if section == "config"), "{err}");
+    assert!(
+        matches!(&err, LoadError::MissingSection { section, .. } if section == "config"),
+        "{err}"
+    );
     let text = f.text();
     let card = &text[text.find("~~~card\n").unwrap()..text.find("~~~config\n").unwrap()];
     let dup = text.replacen("~~~config\n", &format!("{card}~~~config\n"), 1);
     let err = f.load_text(&dup).unwrap_err();
-    assert!(matches!(&err, LoadError::DuplicateSection { section, .. } if section == "card"), "{err}");
+    assert!(
+        matches!(&err, LoadError::DuplicateSection { section, .. } if section == "card"),
+        "{err}"
+    );
     let err = f.edit("~~~card\n", "~~~Card\n").unwrap_err();
     assert!(matches!(err, LoadError::BadSectionHeader { .. }), "{err}");
-    let err = f.edit("name = \"vocab\"\n", "name = \"vocab\"\n\n[[files]]\nname = \"graph\"\n").unwrap_err();
-    assert!(matches!(&err, LoadError::MissingSection { section, .. } if section == "graph"), "{err}");
+    let err = f
+        .edit(
+            "name = \"vocab\"\n",
+            "name = \"vocab\"\n\n[[files]]\nname = \"graph\"\n",
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::MissingSection { section, .. } if section == "graph"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -172,7 +205,10 @@ fn weights_listed_before_another_section_is_weights_not_last() {
     );
     let missing_card = moved.replacen("~~~card\n# tiny\nA test model.\n", "", 1);
     let err = f.load_text(&missing_card).unwrap_err();
-    assert!(matches!(&err, LoadError::WeightsNotLast { section, .. } if section == "card"), "{err}");
+    assert!(
+        matches!(&err, LoadError::WeightsNotLast { section, .. } if section == "card"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -189,21 +225,42 @@ fn bad_tensor_entries_give_their_errors() {
     let offset_line = block.lines().find(|l| l.starts_with("offset")).unwrap();
 
     let err = with(size_line, "size = 12");
-    assert!(matches!(&err, LoadError::WeightFormatMismatch { tensor, declared: 12, expected: 128, .. } if tensor == name), "{err}");
+    assert!(
+        matches!(&err, LoadError::WeightFormatMismatch { tensor, declared: 12, expected: 128, .. } if tensor == name),
+        "{err}"
+    );
     let err = with(offset_line, "offset = 999999999");
-    assert!(matches!(&err, LoadError::TensorOutOfBounds { tensor, .. } if tensor == name), "{err}");
+    assert!(
+        matches!(&err, LoadError::TensorOutOfBounds { tensor, .. } if tensor == name),
+        "{err}"
+    );
     let err = with(offset_line, &format!("offset = {}", u64::MAX >> 1));
     assert!(matches!(err, LoadError::TensorOutOfBounds { .. }), "{err}");
     let err = with("encoding = \"f32\"", "encoding = \"q9_9\"");
-    assert!(matches!(&err, LoadError::UnknownEncoding { encoding, .. } if encoding == "q9_9"), "{err}");
+    assert!(
+        matches!(&err, LoadError::UnknownEncoding { encoding, .. } if encoding == "q9_9"),
+        "{err}"
+    );
     let err = with("shape = [32]", "shape = [-32]");
     assert!(matches!(err, LoadError::InvalidTensor { .. }), "{err}");
-    let err = with("shape = [32]", "shape = [4611686018427387904, 4611686018427387904]");
+    let err = with(
+        "shape = [32]",
+        "shape = [4611686018427387904, 4611686018427387904]",
+    );
     assert!(matches!(err, LoadError::InvalidTensor { .. }), "{err}");
-    let err = with("shape = [32]\nencoding = \"f32\"", "shape = [16]\nencoding = \"q8_0\"");
-    assert!(matches!(&err, LoadError::InvalidTensor { reason, .. } if reason.contains("multiple")), "{err}");
+    let err = with(
+        "shape = [32]\nencoding = \"f32\"",
+        "shape = [16]\nencoding = \"q8_0\"",
+    );
+    assert!(
+        matches!(&err, LoadError::InvalidTensor { reason, .. } if reason.contains("multiple")),
+        "{err}"
+    );
     let err = with("encoding = \"f32\"", "encoding = \"ternary\"");
-    assert!(matches!(err, LoadError::WeightFormatMismatch { .. }), "{err}");
+    assert!(
+        matches!(err, LoadError::WeightFormatMismatch { .. }),
+        "{err}"
+    );
 }
 
 #[test]
@@ -222,11 +279,18 @@ fn overlapping_tensors_are_rejected() {
 #[test]
 fn tensor_name_that_is_not_valid_toml_names_the_section_and_line() {
     let f = fixture();
-    let err = f.edit("[\"model.norm.weight\"]", "[\"model.norm\"weight\"]").unwrap_err();
+    let err = f
+        .edit("[\"model.norm.weight\"]", "[\"model.norm\"weight\"]")
+        .unwrap_err();
     match err {
         LoadError::Toml { section, line, .. } => {
             assert_eq!(section, "tensors");
-            let expected = f.text().lines().position(|l| l == "[\"model.norm.weight\"]").unwrap() + 1;
+            let expected = f
+                .text()
+                .lines()
+                .position(|l| l == "[\"model.norm.weight\"]")
+                .unwrap()
+                + 1;
             assert_eq!(line, expected);
         }
         other => panic!("unexpected {other}"),
@@ -236,19 +300,39 @@ fn tensor_name_that_is_not_valid_toml_names_the_section_and_line() {
 #[test]
 fn family_requirements_are_checked() {
     let f = fixture();
-    let err = f.edit("[\"model.norm.weight\"]", "[\"model.norm2.weight\"]").unwrap_err();
-    assert!(matches!(&err, LoadError::MissingTensor { name, .. } if name == "model.norm.weight"), "{err}");
-    let err = f.edit("intermediate_size = 64", "intermediate_size = 96").unwrap_err();
-    assert!(matches!(&err, LoadError::ShapeMismatch { expected, got, .. } if expected == &vec![96, 32] && got == &vec![64, 32]), "{err}");
-    let err = f.edit("num_hidden_layers = 1", "num_hidden_layers = 0").unwrap_err();
-    assert!(matches!(&err, LoadError::InvalidConfig { field, .. } if field == "architecture.num_hidden_layers"), "{err}");
+    let err = f
+        .edit("[\"model.norm.weight\"]", "[\"model.norm2.weight\"]")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::MissingTensor { name, .. } if name == "model.norm.weight"),
+        "{err}"
+    );
+    let err = f
+        .edit("intermediate_size = 64", "intermediate_size = 96")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::ShapeMismatch { expected, got, .. } if expected == &vec![96, 32] && got == &vec![64, 32]),
+        "{err}"
+    );
+    let err = f
+        .edit("num_hidden_layers = 1", "num_hidden_layers = 0")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::InvalidConfig { field, .. } if field == "architecture.num_hidden_layers"),
+        "{err}"
+    );
 }
 
 #[test]
 fn unknown_model_type_without_graph_is_invalid_config() {
     let f = fixture();
-    let err = f.edit("model_type = \"llama\"", "model_type = \"mamba9\"").unwrap_err();
-    assert!(matches!(&err, LoadError::InvalidConfig { field, reason, .. } if field == "model_type" && reason.contains("no graph section")), "{err}");
+    let err = f
+        .edit("model_type = \"llama\"", "model_type = \"mamba9\"")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::InvalidConfig { field, reason, .. } if field == "model_type" && reason.contains("no graph section")),
+        "{err}"
+    );
 }
 
 #[test]
@@ -257,9 +341,16 @@ fn vocab_problems_are_vocab_errors() {
     let err = f.edit("\n1 = \"a\"\n", "\n9 = \"a\"\n").unwrap_err();
     assert!(matches!(err, LoadError::Vocab { .. }), "{err}");
     let text = f.text();
-    let no_vocab = text.replacen("~~~vocab\n", "~~~vocabx\n", 1).replacen("name = \"vocab\"", "name = \"vocabx\"", 1);
+    let no_vocab = text.replacen("~~~vocab\n", "~~~vocabx\n", 1).replacen(
+        "name = \"vocab\"",
+        "name = \"vocabx\"",
+        1,
+    );
     let err = f.load_text(&no_vocab).unwrap_err();
-    assert!(matches!(&err, LoadError::MissingSection { section, .. } if section == "vocab"), "{err}");
+    assert!(
+        matches!(&err, LoadError::MissingSection { section, .. } if section == "vocab"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -268,4 +359,3 @@ fn missing_file_is_io_error_naming_the_path() {
     assert!(matches!(err, LoadError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/x.model"));
 }
-

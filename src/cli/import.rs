@@ -21,11 +21,14 @@ pub struct ImportArgs {
 }
 
 fn parse_quant(s: &str) -> Result<QuantChoice, String> {
-    QuantChoice::parse(s).ok_or_else(|| format!("unknown --quant `{s}` (keep|f16|q8_0|q4_0|q4_k|q6_k)"))
+    QuantChoice::parse(s)
+        .ok_or_else(|| format!("unknown --quant `{s}` (keep|f16|q8_0|q4_0|q4_k|q6_k)"))
 }
 
 pub fn run(a: ImportArgs) -> CmdResult {
-    let out = a.output.unwrap_or_else(|| import::default_output(&a.source));
+    let out = a
+        .output
+        .unwrap_or_else(|| import::default_output(&a.source));
     let opts = ImportOptions {
         quant: a.quant,
         name: a.name,

@@ -110,7 +110,11 @@ pub fn run(a: InspectArgs) -> CmdResult {
             v.merges.len()
         );
     }
-    println!("tensors     {} ({} parameters)", m.tensors.len(), s["parameters"]);
+    println!(
+        "tensors     {} ({} parameters)",
+        m.tensors.len(),
+        s["parameters"]
+    );
     if let Some(enc) = s["encodings"].as_object() {
         for (k, v) in enc {
             println!(
@@ -121,7 +125,10 @@ pub fn run(a: InspectArgs) -> CmdResult {
         }
     }
     if a.tensors {
-        println!("{:<56} {:<8} {:>24} {:>12}", "name", "encoding", "shape", "bytes");
+        println!(
+            "{:<56} {:<8} {:>24} {:>12}",
+            "name", "encoding", "shape", "bytes"
+        );
         for t in m.tensors.entries() {
             println!(
                 "{:<56} {:<8} {:>24} {:>12}",

@@ -59,11 +59,23 @@ pub fn run(a: ValidateArgs) -> CmdResult {
         for p in &problems {
             println!("{}: {}", p.tensor, p.reason);
         }
-        let what = if a.deep { "loaded and decoded" } else { "loaded" };
-        if problems.is_empty() {
-            println!("ok: {} ({} tensors {what})", a.model.display(), m.tensors.len());
+        let what = if a.deep {
+            "loaded and decoded"
         } else {
-            println!("FAILED: {} tensors of {} have problems", problems.len(), m.tensors.len());
+            "loaded"
+        };
+        if problems.is_empty() {
+            println!(
+                "ok: {} ({} tensors {what})",
+                a.model.display(),
+                m.tensors.len()
+            );
+        } else {
+            println!(
+                "FAILED: {} tensors of {} have problems",
+                problems.len(),
+                m.tensors.len()
+            );
         }
     }
     Ok(if problems.is_empty() {

@@ -162,10 +162,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Container, LoadError> {
     });
 
     let front: Frontmatter = toml::from_str(&text[..frontmatter_end]).map_err(|e| {
-        let line = e
-            .span()
-            .map(|s| line_of(text_bytes, s.start))
-            .unwrap_or(1);
+        let line = e.span().map(|s| line_of(text_bytes, s.start)).unwrap_or(1);
         LoadError::Toml {
             path: p(),
             section: "frontmatter".into(),

@@ -75,11 +75,17 @@ pub fn required_tensors(
     }
 }
 
-fn llama_tensors(config: &Config, tensors: &TensorIndex) -> Result<Vec<RequiredTensor>, ConfigProblem> {
+fn llama_tensors(
+    config: &Config,
+    tensors: &TensorIndex,
+) -> Result<Vec<RequiredTensor>, ConfigProblem> {
     let a = &config.architecture;
     let hidden = need(a.hidden_size, "hidden_size")?;
     let heads = need(a.num_attention_heads, "num_attention_heads")?;
-    let kv_heads = need(a.num_key_value_heads.or(a.num_attention_heads), "num_key_value_heads")?;
+    let kv_heads = need(
+        a.num_key_value_heads.or(a.num_attention_heads),
+        "num_key_value_heads",
+    )?;
     if heads % kv_heads != 0 {
         return Err((
             "architecture.num_key_value_heads".into(),
@@ -90,28 +96,109 @@ fn llama_tensors(config: &Config, tensors: &TensorIndex) -> Result<Vec<RequiredT
     let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
     let inter = need(a.intermediate_size, "intermediate_size")?;
     let vocab = need(a.vocab_size, "vocab_size")?;
-    let sandwich = config.model_type.starts_with("gemma2") || config.model_type.starts_with("gemma3");
+    let sandwich =
+        config.model_type.starts_with("gemma2") || config.model_type.starts_with("gemma3");
     let (q, kv) = (heads * head_dim, kv_heads * head_dim);
     let mut t = Vec::new();
-    push(&mut t, "model.embed_tokens.weight".into(), vec![vocab, hidden], true);
+    push(
+        &mut t,
+        "model.embed_tokens.weight".into(),
+        vec![vocab, hidden],
+        true,
+    );
     for i in 0..layers {
         let l = format!("model.layers.{i}");
-        push(&mut t, format!("{l}.input_layernorm.weight"), vec![hidden], true);
-        push(&mut t, format!("{l}.self_attn.q_proj.weight"), vec![q, hidden], true);
-        push(&mut t, format!("{l}.self_attn.k_proj.weight"), vec![kv, hidden], true);
-        push(&mut t, format!("{l}.self_attn.v_proj.weight"), vec![kv, hidden], true);
-        push(&mut t, format!("{l}.self_attn.o_proj.weight"), vec![hidden, q], true);
+        push(
+            &mut t,
+            format!("{l}.input_layernorm.weight"),
+            vec![hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.q_proj.weight"),
+            vec![q, hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.k_proj.weight"),
+            vec![kv, hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.v_proj.weight"),
+            vec![kv, hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.o_proj.weight"),
+            vec![hidden, q],
+            true,
+        );
         push(&mut t, format!("{l}.self_attn.q_proj.bias"), vec![q], false);
-        push(&mut t, format!("{l}.self_attn.k_proj.bias"), vec![kv], false);
-        push(&mut t, format!("{l}.self_attn.v_proj.bias"), vec![kv], false);
-        push(&mut t, format!("{l}.self_attn.q_norm.weight"), vec![head_dim], false);
-        push(&mut t, format!("{l}.self_attn.k_norm.weight"), vec![head_dim], false);
-        push(&mut t, format!("{l}.post_attention_layernorm.weight"), vec![hidden], true);
-        push(&mut t, format!("{l}.pre_feedforward_layernorm.weight"), vec![hidden], sandwich);
-        push(&mut t, format!("{l}.post_feedforward_layernorm.weight"), vec![hidden], sandwich);
-        push(&mut t, format!("{l}.mlp.gate_proj.weight"), vec![inter, hidden], true);
-        push(&mut t, format!("{l}.mlp.up_proj.weight"), vec![inter, hidden], true);
-        push(&mut t, format!("{l}.mlp.down_proj.weight"), vec![hidden, inter], true);
+        push(
+            &mut t,
+            format!("{l}.self_attn.k_proj.bias"),
+            vec![kv],
+            false,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.v_proj.bias"),
+            vec![kv],
+            false,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.q_norm.weight"),
+            vec![head_dim],
+            false,
+        );
+        push(
+            &mut t,
+            format!("{l}.self_attn.k_norm.weight"),
+            vec![head_dim],
+            false,
+        );
+        push(
+            &mut t,
+            format!("{l}.post_attention_layernorm.weight"),
+            vec![hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.pre_feedforward_layernorm.weight"),
+            vec![hidden],
+            sandwich,
+        );
+        push(
+            &mut t,
+            format!("{l}.post_feedforward_layernorm.weight"),
+            vec![hidden],
+            sandwich,
+        );
+        push(
+            &mut t,
+            format!("{l}.mlp.gate_proj.weight"),
+            vec![inter, hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.mlp.up_proj.weight"),
+            vec![inter, hidden],
+            true,
+        );
+        push(
+            &mut t,
+            format!("{l}.mlp.down_proj.weight"),
+            vec![hidden, inter],
+            true,
+        );
     }
     push(&mut t, "model.norm.weight".into(), vec![hidden], true);
     let tied = a
@@ -135,10 +222,25 @@ fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
         .and_then(|v| v.as_integer())
         .and_then(|v| usize::try_from(v).ok());
     let mut t = Vec::new();
-    push(&mut t, "embeddings.word_embeddings.weight".into(), vec![vocab, hidden], true);
-    push(&mut t, "embeddings.position_embeddings.weight".into(), vec![max_pos, hidden], true);
+    push(
+        &mut t,
+        "embeddings.word_embeddings.weight".into(),
+        vec![vocab, hidden],
+        true,
+    );
+    push(
+        &mut t,
+        "embeddings.position_embeddings.weight".into(),
+        vec![max_pos, hidden],
+        true,
+    );
     if let Some(tv) = type_vocab.filter(|&v| v > 0) {
-        push(&mut t, "embeddings.token_type_embeddings.weight".into(), vec![tv, hidden], true);
+        push(
+            &mut t,
+            "embeddings.token_type_embeddings.weight".into(),
+            vec![tv, hidden],
+            true,
+        );
     }
     let norm = |t: &mut Vec<RequiredTensor>, p: String| {
         push(t, format!("{p}.weight"), vec![hidden], true);
@@ -154,7 +256,12 @@ fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
         for proj in ["query", "key", "value"] {
             linear(&mut t, format!("{l}.attention.self.{proj}"), hidden, hidden);
         }
-        linear(&mut t, format!("{l}.attention.output.dense"), hidden, hidden);
+        linear(
+            &mut t,
+            format!("{l}.attention.output.dense"),
+            hidden,
+            hidden,
+        );
         norm(&mut t, format!("{l}.attention.output.LayerNorm"));
         linear(&mut t, format!("{l}.intermediate.dense"), inter, hidden);
         linear(&mut t, format!("{l}.output.dense"), hidden, inter);

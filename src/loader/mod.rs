@@ -105,7 +105,10 @@ impl Model {
 
     /// The body text of a text section (`None` for absent sections and `weights`).
     pub fn section_text(&self, name: &str) -> Option<&str> {
-        let s = self.sections.iter().find(|s| s.name == name && s.name != "weights")?;
+        let s = self
+            .sections
+            .iter()
+            .find(|s| s.name == name && s.name != "weights")?;
         std::str::from_utf8(&self.mmap[s.body.clone()]).ok()
     }
 
@@ -148,7 +151,8 @@ fn parse_toml<T: serde::de::DeserializeOwned>(
     section: &Section,
 ) -> Result<T, LoadError> {
     let body = &text[section.body.clone()];
-    toml::from_str(body).map_err(|e| toml_error(path, &section.name, body, section.header_line + 1, &e))
+    toml::from_str(body)
+        .map_err(|e| toml_error(path, &section.name, body, section.header_line + 1, &e))
 }
 
 /// Maps, parses and validates the `.model` file at `path`.
@@ -163,10 +167,11 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
     // while mapped, as with every mmap-based model runtime.
     let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
     let c = container::parse(path, &mmap)?;
-    let text = std::str::from_utf8(&mmap[..c.weights_start]).map_err(|e| LoadError::InvalidUtf8 {
-        path: path.to_path_buf(),
-        offset: e.valid_up_to(),
-    })?;
+    let text =
+        std::str::from_utf8(&mmap[..c.weights_start]).map_err(|e| LoadError::InvalidUtf8 {
+            path: path.to_path_buf(),
+            offset: e.valid_up_to(),
+        })?;
     let section = |name: &str| c.sections.iter().find(|s| s.name == name);
     let required = |name: &str| {
         section(name).ok_or_else(|| LoadError::MissingSection {
@@ -176,7 +181,9 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
         })
     };
     for s in &c.sections {
-        let known = ["card", "config", "tensors", "vocab", "chat", "graph", "eval", "program", "weights"];
+        let known = [
+            "card", "config", "tensors", "vocab", "chat", "graph", "eval", "program", "weights",
+        ];
         if !known.contains(&s.name.as_str()) {
             tracing::warn!("{}: unknown section `{}` ignored", path.display(), s.name);
         }
@@ -198,7 +205,11 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
     )?;
     let family = Family::for_model_type(&config.model_type);
     let vocab = match (section("vocab"), family) {
-        (Some(s), _) => Some(vocab::parse(path, &text[s.body.clone()], s.header_line + 1)?),
+        (Some(s), _) => Some(vocab::parse(
+            path,
+            &text[s.body.clone()],
+            s.header_line + 1,
+        )?),
         (None, Some(f)) => {
             return Err(LoadError::MissingSection {
                 path: path.to_path_buf(),
@@ -208,8 +219,12 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
         }
         (None, None) => None,
     };
-    let chat = section("chat").map(|s| parse_toml(path, text, s)).transpose()?;
-    let eval = section("eval").map(|s| parse_toml(path, text, s)).transpose()?;
+    let chat = section("chat")
+        .map(|s| parse_toml(path, text, s))
+        .transpose()?;
+    let eval = section("eval")
+        .map(|s| parse_toml(path, text, s))
+        .transpose()?;
     let exec_path = match (family, section("graph")) {
         (Some(f), _) => ExecPath::Curated(f),
         (None, Some(_)) => ExecPath::Graph,
@@ -243,7 +258,12 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
     })
 }
 
-fn check_family(path: &Path, f: Family, config: &Config, tensors: &TensorIndex) -> Result<(), LoadError> {
+fn check_family(
+    path: &Path,
+    f: Family,
+    config: &Config,
+    tensors: &TensorIndex,
+) -> Result<(), LoadError> {
     let required = family::required_tensors(f, config, tensors).map_err(|(field, reason)| {
         LoadError::InvalidConfig {
             path: path.to_path_buf(),

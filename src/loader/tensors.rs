@@ -81,8 +81,8 @@ pub fn parse(
     first_line: usize,
     weights_size: u64,
 ) -> Result<TensorIndex, LoadError> {
-    let raw: HashMap<String, RawTensor> =
-        toml::from_str(body).map_err(|e| super::toml_error(path, "tensors", body, first_line, &e))?;
+    let raw: HashMap<String, RawTensor> = toml::from_str(body)
+        .map_err(|e| super::toml_error(path, "tensors", body, first_line, &e))?;
     let mut entries = Vec::with_capacity(raw.len());
     for (name, t) in raw {
         entries.push(validate_entry(path, name, t, weights_size)?);

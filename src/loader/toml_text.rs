@@ -141,7 +141,15 @@ mod tests {
 
     #[test]
     fn escaped_strings_read_back_like_the_toml_crate_reads_them() {
-        let samples = ["plain", "Ġthe", "q\"uote", "back\\slash", "\n\t\r\u{1}\u{7f}", "ü日本", ""];
+        let samples = [
+            "plain",
+            "Ġthe",
+            "q\"uote",
+            "back\\slash",
+            "\n\t\r\u{1}\u{7f}",
+            "ü日本",
+            "",
+        ];
         for s in samples {
             let mut line = String::from("7 = ");
             push_basic_string(&mut line, s);
@@ -154,7 +162,16 @@ mod tests {
 
     #[test]
     fn numbers_follow_toml_grammar() {
-        for (txt, ok) in [("-1.5", true), ("1e-5", true), ("0", true), ("01", false), (".5", false), ("1.", false), ("-inf", true), ("infinity", false)] {
+        for (txt, ok) in [
+            ("-1.5", true),
+            ("1e-5", true),
+            ("0", true),
+            ("01", false),
+            (".5", false),
+            ("1.", false),
+            ("-inf", true),
+            ("infinity", false),
+        ] {
             assert_eq!(parse_number(txt).is_some(), ok, "{txt}");
             let via_toml = toml::from_str::<toml::Table>(&format!("a = {txt}")).is_ok();
             assert_eq!(via_toml, ok, "toml disagrees on {txt}");

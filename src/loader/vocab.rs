@@ -150,20 +150,22 @@ struct RawVocab {
     types: HashMap<String, i64>,
 }
 
-fn parse_slow(
-    path: &Path,
-    body: &str,
-    first_line: usize,
-) -> Result<Tables, LoadError> {
+fn parse_slow(path: &Path, body: &str, first_line: usize) -> Result<Tables, LoadError> {
     let raw: RawVocab =
         toml::from_str(body).map_err(|e| super::toml_error(path, "vocab", body, first_line, &e))?;
-    fn ids<V>(path: &Path, table: &str, m: HashMap<String, V>) -> Result<Vec<(usize, V)>, LoadError> {
+    fn ids<V>(
+        path: &Path,
+        table: &str,
+        m: HashMap<String, V>,
+    ) -> Result<Vec<(usize, V)>, LoadError> {
         m.into_iter()
             .map(|(k, v)| {
-                parse_id_key(&k).map(|id| (id, v)).ok_or_else(|| LoadError::Vocab {
-                    path: path.to_path_buf(),
-                    reason: format!("[{table}] key `{k}` is not a canonical id (0, 1, 2, ...)"),
-                })
+                parse_id_key(&k)
+                    .map(|id| (id, v))
+                    .ok_or_else(|| LoadError::Vocab {
+                        path: path.to_path_buf(),
+                        reason: format!("[{table}] key `{k}` is not a canonical id (0, 1, 2, ...)"),
+                    })
             })
             .collect()
     }
@@ -187,7 +189,10 @@ fn dense<V>(path: &Path, table: &str, mut pairs: Vec<(usize, V)>) -> Result<Vec<
             return Err(err(if *id < i {
                 format!("[{table}] id {id} appears twice")
             } else {
-                format!("[{table}] has no id {i} (ids must run 0..{} without gaps)", pairs.len())
+                format!(
+                    "[{table}] has no id {i} (ids must run 0..{} without gaps)",
+                    pairs.len()
+                )
             }));
         }
     }
@@ -242,7 +247,11 @@ pub fn parse(path: &Path, body: &str, first_line: usize) -> Result<Vocab, LoadEr
     let n = tokens.len();
     let scores = (!tables.scores.is_empty())
         .then(|| {
-            let pairs = tables.scores.into_iter().map(|(i, s)| (i, s as f32)).collect();
+            let pairs = tables
+                .scores
+                .into_iter()
+                .map(|(i, s)| (i, s as f32))
+                .collect();
             sparse(path, "scores", pairs, n, 0.0f32)
         })
         .transpose()?;
@@ -250,12 +259,13 @@ pub fn parse(path: &Path, body: &str, first_line: usize) -> Result<Vocab, LoadEr
         .then(|| {
             let mut pairs = Vec::with_capacity(tables.types.len());
             for (i, t) in tables.types {
-                let t = u8::try_from(t).ok().filter(|t| (1..=6).contains(t)).ok_or_else(|| {
-                    LoadError::Vocab {
+                let t = u8::try_from(t)
+                    .ok()
+                    .filter(|t| (1..=6).contains(t))
+                    .ok_or_else(|| LoadError::Vocab {
                         path: path.to_path_buf(),
                         reason: format!("[types] id {i}: type {t} is not one of 1..=6"),
-                    }
-                })?;
+                    })?;
                 pairs.push((i, t));
             }
             sparse(path, "types", pairs, n, token_type::NORMAL)
@@ -286,7 +296,10 @@ mod tests {
     fn round_trips_through_fast_and_slow_readers() {
         let v = sample();
         let text = v.to_toml();
-        assert!(parse_fast(&text).is_some(), "writer output must take the fast path");
+        assert!(
+            parse_fast(&text).is_some(),
+            "writer output must take the fast path"
+        );
         assert_eq!(parse(Path::new("x"), &text, 1).unwrap(), v);
         let slow = parse_slow(Path::new("x"), &text, 1).unwrap();
         assert_eq!(slow.tokens.len(), 4);
@@ -299,7 +312,10 @@ mod tests {
     #[test]
     fn gaps_duplicates_and_bad_types_are_errors() {
         let gap = "[tokens]\n0 = \"a\"\n2 = \"b\"\n";
-        assert!(matches!(parse(Path::new("x"), gap, 1), Err(LoadError::Vocab { .. })));
+        assert!(matches!(
+            parse(Path::new("x"), gap, 1),
+            Err(LoadError::Vocab { .. })
+        ));
         let dup = "[tokens]\n0 = \"a\"\n0 = \"b\"\n";
         assert!(parse(Path::new("x"), dup, 1).is_err());
         let ty = "[tokens]\n0 = \"a\"\n[types]\n0 = 9\n";

@@ -14,7 +14,9 @@ use std::path::Path;
 /// Alignment of the weights start and of every tensor offset.
 pub const ALIGN: usize = 64;
 
-const SECTION_ORDER: [&str; 7] = ["card", "config", "tensors", "vocab", "chat", "graph", "eval"];
+const SECTION_ORDER: [&str; 7] = [
+    "card", "config", "tensors", "vocab", "chat", "graph", "eval",
+];
 
 /// One tensor to be written.
 #[derive(Debug, Clone)]
@@ -65,8 +67,9 @@ impl<'a> ModelWriter<'a> {
 
     /// Serializes `config` as the `config` section.
     pub fn set_config(&mut self, config: &Config) -> Result<(), ImportError> {
-        let body = toml::to_string(config)
-            .map_err(|e| format_error(Path::new("config"), format!("cannot serialize config: {e}")))?;
+        let body = toml::to_string(config).map_err(|e| {
+            format_error(Path::new("config"), format!("cannot serialize config: {e}"))
+        })?;
         self.set_section("config", body);
         Ok(())
     }
@@ -154,7 +157,9 @@ impl<'a> ModelWriter<'a> {
         text.push_str("\nformat_version = 2\n");
         for (name, _) in &self.sections {
             let format = if name == "card" { "markdown" } else { "toml" };
-            text.push_str(&format!("\n[[files]]\nname = \"{name}\"\nformat = \"{format}\"\n"));
+            text.push_str(&format!(
+                "\n[[files]]\nname = \"{name}\"\nformat = \"{format}\"\n"
+            ));
         }
         text.push_str(&format!(
             "\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {weights_size}\n"

@@ -59,16 +59,56 @@ pub fn tensor_specs() -> Vec<(String, Vec<usize>, DType)> {
     let l = "model.layers.0";
     let (q, kv) = (4 * 8, 2 * 8);
     vec![
-        ("model.embed_tokens.weight".into(), vec![VOCAB, HIDDEN], DType::F32),
-        (format!("{l}.input_layernorm.weight"), vec![HIDDEN], DType::F32),
-        (format!("{l}.self_attn.q_proj.weight"), vec![q, HIDDEN], DType::F32),
-        (format!("{l}.self_attn.k_proj.weight"), vec![kv, HIDDEN], DType::F32),
-        (format!("{l}.self_attn.v_proj.weight"), vec![kv, HIDDEN], DType::F32),
-        (format!("{l}.self_attn.o_proj.weight"), vec![HIDDEN, q], DType::F32),
-        (format!("{l}.post_attention_layernorm.weight"), vec![HIDDEN], DType::F32),
-        (format!("{l}.mlp.gate_proj.weight"), vec![INTER, HIDDEN], DType::Q8_0),
-        (format!("{l}.mlp.up_proj.weight"), vec![INTER, HIDDEN], DType::Q8_0),
-        (format!("{l}.mlp.down_proj.weight"), vec![HIDDEN, INTER], DType::Q8_0),
+        (
+            "model.embed_tokens.weight".into(),
+            vec![VOCAB, HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.input_layernorm.weight"),
+            vec![HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.self_attn.q_proj.weight"),
+            vec![q, HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.self_attn.k_proj.weight"),
+            vec![kv, HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.self_attn.v_proj.weight"),
+            vec![kv, HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.self_attn.o_proj.weight"),
+            vec![HIDDEN, q],
+            DType::F32,
+        ),
+        (
+            format!("{l}.post_attention_layernorm.weight"),
+            vec![HIDDEN],
+            DType::F32,
+        ),
+        (
+            format!("{l}.mlp.gate_proj.weight"),
+            vec![INTER, HIDDEN],
+            DType::Q8_0,
+        ),
+        (
+            format!("{l}.mlp.up_proj.weight"),
+            vec![INTER, HIDDEN],
+            DType::Q8_0,
+        ),
+        (
+            format!("{l}.mlp.down_proj.weight"),
+            vec![HIDDEN, INTER],
+            DType::Q8_0,
+        ),
         ("model.norm.weight".into(), vec![HIDDEN], DType::F32),
     ]
 }
