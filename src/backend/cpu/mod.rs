@@ -3,6 +3,7 @@
 //! supports every op. Its activations come from the context's frame allocator.
 
 pub mod fast;
+pub mod kernels;
 pub mod reference;
 pub mod simd;
 

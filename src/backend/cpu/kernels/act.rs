@@ -1,0 +1,92 @@
+//! Activation rows quantized to 8 bits per value, the second operand of the integer kernels.
+
+use rayon::prelude::*;
+
+/// 32 activations as `d * qs[i]`, with `sum = sum(qs)` for the encodings with an offset.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(8))]
+pub struct Q8Block {
+    /// Scale.
+    pub d: f32,
+    /// Sum of `qs`.
+    pub sum: i32,
+    /// Values in -127..=127.
+    pub qs: [i8; 32],
+}
+
+/// 256 activations as `d * qs[i]`, with the sums of each group of 16 in `bsums`.
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(32))]
+pub struct Q8KBlock {
+    /// Values in -127..=127.
+    pub qs: [i8; 256],
+    /// Sums of `qs[16j .. 16j + 16]`.
+    pub bsums: [i32; 16],
+    /// Scale.
+    pub d: f32,
+}
+
+/// Quantizes `x` (any length) to `qs` with one scale: `d = max|x| / 127`. A non-finite
+/// input makes `d` NaN, so the products built on it are NaN as the reference's would be.
+fn quantize_run(x: &[f32], qs: &mut [i8]) -> f32 {
+    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    if !x.iter().all(|v| v.is_finite()) {
+        qs.fill(0);
+        return f32::NAN;
+    }
+    if amax == 0.0 {
+        qs.fill(0);
+        return 0.0;
+    }
+    let id = 127.0 / amax;
+    for (q, &v) in qs.iter_mut().zip(x) {
+        *q = (v * id).round() as i8;
+    }
+    amax / 127.0
+}
+
+/// `m` rows of `k` values (k a multiple of 32) as `m * k / 32` [`Q8Block`]s.
+pub fn quantize_q8(x: &[f32], k: usize, m: usize) -> Vec<Q8Block> {
+    let zero = Q8Block {
+        d: 0.0,
+        sum: 0,
+        qs: [0; 32],
+    };
+    let mut out = vec![zero; m * k / 32];
+    let fill = |(b, xs): (&mut Q8Block, &[f32])| {
+        b.d = quantize_run(xs, &mut b.qs);
+        b.sum = b.qs.iter().map(|&q| q as i32).sum();
+    };
+    if m > 1 {
+        out.par_iter_mut()
+            .zip(x.par_chunks_exact(32))
+            .for_each(fill);
+    } else {
+        out.iter_mut().zip(x.chunks_exact(32)).for_each(fill);
+    }
+    out
+}
+
+/// `m` rows of `k` values (k a multiple of 256) as `m * k / 256` [`Q8KBlock`]s.
+pub fn quantize_q8k(x: &[f32], k: usize, m: usize) -> Vec<Q8KBlock> {
+    let zero = Q8KBlock {
+        qs: [0; 256],
+        bsums: [0; 16],
+        d: 0.0,
+    };
+    let mut out = vec![zero; m * k / 256];
+    let fill = |(b, xs): (&mut Q8KBlock, &[f32])| {
+        b.d = quantize_run(xs, &mut b.qs);
+        for (s, q) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
+            *s = q.iter().map(|&q| q as i32).sum();
+        }
+    };
+    if m > 1 {
+        out.par_iter_mut()
+            .zip(x.par_chunks_exact(256))
+            .for_each(fill);
+    } else {
+        out.iter_mut().zip(x.chunks_exact(256)).for_each(fill);
+    }
+    out
+}

@@ -1,0 +1,264 @@
+//! Quantized matrix-vector and matrix-matrix products for the fast cpu backend.
+//!
+//! Weights are read in place, block by block; f32 weights are never materialized. For the
+//! block encodings the activation row is quantized once to 8 bits per value ([`act::Q8Block`]
+//! for the 32-value encodings, [`act::Q8KBlock`] for the k-quants) and each weight block is
+//! combined with it in integer arithmetic, as ggml does; f32 / f16 / bf16 weights are
+//! multiplied with the f32 activations directly. Two implementations of every kernel exist:
+//! `portable` (plain Rust) and, on x86-64, `avx2` (AVX2 + FMA + F16C through
+//! `std::arch`), chosen at run time. Rows of the output are spread over the current rayon
+//! pool (the caller sizes it).
+
+pub mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+mod portable;
+#[cfg(test)]
+mod tests;
+
+use crate::dtype::DType;
+use act::{Q8Block, Q8KBlock};
+use rayon::prelude::*;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
+
+/// Which implementation of the kernels runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KernelPath {
+    /// Plain Rust, any CPU.
+    Portable,
+    /// AVX2 + FMA + F16C intrinsics (x86-64 only).
+    Avx2,
+}
+
+impl KernelPath {
+    /// Whether this CPU can run the path.
+    pub fn available(self) -> bool {
+        match self {
+            KernelPath::Portable => true,
+            KernelPath::Avx2 => avx2_detected(),
+        }
+    }
+}
+
+fn avx2_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static DETECTED: OnceLock<bool> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+                && std::arch::is_x86_feature_detected!("f16c")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
+
+/// Forces [`matvec`] / [`matmul`] onto the portable path (`true`) or back to the best one.
+/// The environment variable `CYB_LLM_PORTABLE_KERNELS=1` forces it from the start.
+pub fn set_force_portable(force: bool) {
+    FORCE_PORTABLE.store(force, Ordering::Relaxed);
+}
+
+/// The path [`matvec`] / [`matmul`] take on this machine now.
+pub fn active_path() -> KernelPath {
+    static ENV_PORTABLE: OnceLock<bool> = OnceLock::new();
+    let env = *ENV_PORTABLE
+        .get_or_init(|| std::env::var("CYB_LLM_PORTABLE_KERNELS").is_ok_and(|v| v == "1"));
+    if env || FORCE_PORTABLE.load(Ordering::Relaxed) || !avx2_detected() {
+        KernelPath::Portable
+    } else {
+        KernelPath::Avx2
+    }
+}
+
+/// Whether matvec/matmul have a kernel for this dtype.
+pub fn supports(dtype: DType) -> bool {
+    !matches!(dtype, DType::Ternary | DType::I32 | DType::I8 | DType::U8)
+}
+
+/// y[n] = sum_k W[n,k] * x[k] for a row-major weight of `dtype` with `n` rows of `k` values.
+///
+/// # Panics
+/// If `dtype` is not [`supported`](supports), `k` is not a multiple of the block, or a
+/// slice length does not match `n` and `k` (callers check shapes first).
+pub fn matvec(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], y: &mut [f32]) {
+    matmul_with(active_path(), dtype, w, n, k, x, 1, y);
+}
+
+/// Y[m, n] = sum_k X[m,k] * W[n,k]  (X row-major [m,k], Y row-major [m,n]).
+///
+/// # Panics
+/// As [`matvec`], with `x` of `m * k` and `y` of `m * n` values.
+pub fn matmul(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y: &mut [f32]) {
+    matmul_with(active_path(), dtype, w, n, k, x, m, y);
+}
+
+/// A row kernel: the dot product of one encoded weight row with one prepared activation row.
+type RowDot<A> = fn(&[u8], &[A]) -> f32;
+
+/// [`matmul`] on an explicit path (tests run both).
+///
+/// # Panics
+/// As [`matmul`], and when `path` is not [`available`](KernelPath::available).
+#[allow(clippy::too_many_arguments)]
+pub fn matmul_with(
+    path: KernelPath,
+    dtype: DType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
+    assert!(supports(dtype), "kernels: no matmul kernel for {dtype}");
+    assert!(
+        path.available(),
+        "kernels: {path:?} is not available on this CPU"
+    );
+    let bv = dtype.block_values();
+    assert!(
+        k.is_multiple_of(bv),
+        "kernels: {dtype}: k = {k} is not a multiple of {bv}"
+    );
+    let row_bytes = k / bv * dtype.block_bytes();
+    assert_eq!(
+        w.len(),
+        n * row_bytes,
+        "kernels: {dtype}: weight bytes for [{n}, {k}]"
+    );
+    assert_eq!(x.len(), m * k, "kernels: activation length for [{m}, {k}]");
+    assert_eq!(y.len(), m * n, "kernels: output length for [{m}, {n}]");
+    if n == 0 || m == 0 {
+        return;
+    }
+    match dtype {
+        DType::F32 | DType::F16 | DType::BF16 => {
+            run(float_kernel(path, dtype), w, row_bytes, n, x, k, m, y);
+        }
+        DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
+            let acts = act::quantize_q8(x, k, m);
+            run(
+                block_kernel(path, dtype),
+                w,
+                row_bytes,
+                n,
+                &acts,
+                k / 32,
+                m,
+                y,
+            );
+        }
+        _ => {
+            let acts = act::quantize_q8k(x, k, m);
+            run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
+        }
+    }
+}
+
+fn float_kernel(path: KernelPath, dtype: DType) -> RowDot<f32> {
+    match (path, dtype) {
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::F32) => avx2::f32_row,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::F16) => avx2::f16_row,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, _) => avx2::bf16_row,
+        (_, DType::F32) => portable::f32_row,
+        (_, DType::F16) => portable::f16_row,
+        _ => portable::bf16_row,
+    }
+}
+
+fn block_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8Block> {
+    match (path, dtype) {
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q8_0) => avx2::q8_0,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q4_0) => avx2::q4_0,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q4_1) => avx2::q4_1,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q5_0) => avx2::q5_0,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, _) => avx2::q5_1,
+        (_, DType::Q8_0) => portable::q8_0,
+        (_, DType::Q4_0) => portable::q4_0,
+        (_, DType::Q4_1) => portable::q4_1,
+        (_, DType::Q5_0) => portable::q5_0,
+        _ => portable::q5_1,
+    }
+}
+
+fn k_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8KBlock> {
+    match (path, dtype) {
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q2K) => avx2::q2_k,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q3K) => avx2::q3_k,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q4K) => avx2::q4_k,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, DType::Q5K) => avx2::q5_k,
+        #[cfg(target_arch = "x86_64")]
+        (KernelPath::Avx2, _) => avx2::q6_k,
+        (_, DType::Q2K) => portable::q2_k,
+        (_, DType::Q3K) => portable::q3_k,
+        (_, DType::Q4K) => portable::q4_k,
+        (_, DType::Q5K) => portable::q5_k,
+        _ => portable::q6_k,
+    }
+}
+
+/// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
+const ACT_TILE: usize = 16;
+
+/// Runs `dot` for every (weight row, activation row) pair, weight rows spread over the rayon
+/// pool. `acts` holds `m` rows of `per_row` prepared entries.
+#[allow(clippy::too_many_arguments)]
+fn run<A: Sync>(
+    dot: RowDot<A>,
+    w: &[u8],
+    row_bytes: usize,
+    n: usize,
+    acts: &[A],
+    per_row: usize,
+    m: usize,
+    y: &mut [f32],
+) {
+    let threads = rayon::current_num_threads().max(1);
+    let rows_per_task = (n / (threads * 4)).clamp(1, 256);
+    let tile = |rows: usize, out: &mut [f32]| {
+        // out is [rows_in_chunk, m] (row-major by weight row).
+        for i0 in (0..m).step_by(ACT_TILE) {
+            let i1 = (i0 + ACT_TILE).min(m);
+            for (r, out_r) in out.chunks_exact_mut(m).enumerate() {
+                let wr = &w[(rows + r) * row_bytes..(rows + r + 1) * row_bytes];
+                for i in i0..i1 {
+                    out_r[i] = dot(wr, &acts[i * per_row..(i + 1) * per_row]);
+                }
+            }
+        }
+    };
+    if m == 1 {
+        y.par_chunks_mut(rows_per_task)
+            .enumerate()
+            .for_each(|(c, out)| tile(c * rows_per_task, out));
+        return;
+    }
+    let mut yt = vec![0.0f32; n * m];
+    yt.par_chunks_mut(rows_per_task * m)
+        .enumerate()
+        .for_each(|(c, out)| tile(c * rows_per_task, out));
+    y.par_chunks_mut(n).enumerate().for_each(|(i, yi)| {
+        for (r, v) in yi.iter_mut().enumerate() {
+            *v = yt[r * m + i];
+        }
+    });
+}
