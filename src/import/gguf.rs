@@ -352,6 +352,22 @@ fn tokenizer_of(meta: &Meta) -> Result<GgufVocab, ImportError> {
     if let Some(sep) = meta.bool_opt("tokenizer.ggml.add_sep_token")? {
         extra.insert("add_sep".into(), toml::Value::Boolean(sep));
     }
+    // llama.cpp's normalizer defaults for WPM: lowercase, and strip accents when lowercasing.
+    let lowercase = meta
+        .bool_opt("tokenizer.ggml.normalizer.lowercase")?
+        .unwrap_or(true);
+    if kind == "wordpiece" {
+        let strip = meta
+            .bool_opt("tokenizer.ggml.normalizer.strip_accents")?
+            .unwrap_or(lowercase);
+        extra.insert("strip_accents".into(), toml::Value::Boolean(strip));
+        to_hf_wordpiece(&mut tokens, types.as_deref());
+    }
+    // llama.cpp gives every special token of phi-3 vocabularies the rstrip attribute.
+    let name = meta.str_opt("general.name")?.unwrap_or("").to_lowercase();
+    if name.contains("phi-3") || name.contains("phi3") {
+        extra.insert("rstrip_special_tokens".into(), toml::Value::Boolean(true));
+    }
     let tokenizer = TokenizerConfig {
         kind: kind.into(),
         pre,
@@ -361,8 +377,7 @@ fn tokenizer_of(meta: &Meta) -> Result<GgufVocab, ImportError> {
         unk_token_id: id("tokenizer.ggml.unknown_token_id")?,
         add_bos: Some(add_bos),
         add_eos: Some(add_eos),
-        // llama.cpp's WPM tokenizer always lowercases.
-        lowercase: (kind == "wordpiece").then_some(true),
+        lowercase: (kind == "wordpiece").then_some(lowercase),
         extra,
     };
     Ok(GgufVocab {
@@ -375,6 +390,22 @@ fn tokenizer_of(meta: &Meta) -> Result<GgufVocab, ImportError> {
         tokenizer,
         chat_template: meta.str_opt("tokenizer.chat_template")?.map(str::to_string),
     })
+}
+
+/// GGUF stores WordPiece vocabularies with a `▁` word-start prefix and bare
+/// continuations; the `.model` vocab uses Hugging Face's form (bare word starts,
+/// `##` continuations). Only normal pieces change.
+fn to_hf_wordpiece(tokens: &mut [String], types: Option<&[u8]>) {
+    for (id, t) in tokens.iter_mut().enumerate() {
+        let normal = types.is_none_or(|ty| ty.get(id) == Some(&token_type::NORMAL));
+        if !normal || t == "\u{2581}" {
+            continue;
+        }
+        *t = match t.strip_prefix('\u{2581}') {
+            Some(rest) => rest.to_string(),
+            None => format!("##{t}"),
+        };
+    }
 }
 
 /// `(model_type, rope_style)` of a GGUF `general.architecture`.
