@@ -95,6 +95,8 @@ fn failures(name: &str) -> (usize, Vec<String>) {
 
 fn check(name: &str) {
     let (total, failed) = failures(name);
+    assert!(total > 0, "{name}: no cases");
+    eprintln!("{name}: {} of {total} cases pass", total - failed.len());
     assert!(
         failed.is_empty(),
         "{name}: {} of {total} cases fail:\n{}",
