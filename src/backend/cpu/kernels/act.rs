@@ -14,7 +14,8 @@ pub struct Q8Block {
     pub qs: [i8; 32],
 }
 
-/// 256 activations as `d * qs[i]`, with the sums of each group of 16 in `bsums`.
+/// 256 activations as `d * qs[i]`, with the sums of each group of 16 in `bsums` and of each
+/// group of 32 in `bsums32`.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(32))]
 pub struct Q8KBlock {
@@ -22,6 +23,8 @@ pub struct Q8KBlock {
     pub qs: [i8; 256],
     /// Sums of `qs[16j .. 16j + 16]`.
     pub bsums: [i32; 16],
+    /// Sums of `qs[32j .. 32j + 32]`.
+    pub bsums32: [i32; 8],
     /// Scale.
     pub d: f32,
 }
@@ -72,6 +75,7 @@ pub fn quantize_q8k(x: &[f32], k: usize, m: usize) -> Vec<Q8KBlock> {
     let zero = Q8KBlock {
         qs: [0; 256],
         bsums: [0; 16],
+        bsums32: [0; 8],
         d: 0.0,
     };
     let mut out = vec![zero; m * k / 256];
@@ -79,6 +83,9 @@ pub fn quantize_q8k(x: &[f32], k: usize, m: usize) -> Vec<Q8KBlock> {
         b.d = quantize_run(xs, &mut b.qs);
         for (s, q) in b.bsums.iter_mut().zip(b.qs.chunks_exact(16)) {
             *s = q.iter().map(|&q| q as i32).sum();
+        }
+        for (j, s) in b.bsums32.iter_mut().enumerate() {
+            *s = b.bsums[2 * j] + b.bsums[2 * j + 1];
         }
     };
     if m > 1 {

@@ -6,7 +6,6 @@
 //! private to the kernels, which select it only after detecting them.
 
 use super::act::{Q8Block, Q8KBlock};
-use crate::quant::kquants::{q3_k_scales, scale_min_k4};
 use std::arch::x86_64::*;
 
 macro_rules! wrapper {
@@ -43,11 +42,47 @@ unsafe fn hsum(v: __m256) -> f32 {
     _mm_cvtss_f32(s)
 }
 
-/// The little-endian f16 at `p` as f32.
+/// The little-endian f16 at `p` as f32. (Broadcast first: inserting into a register would
+/// make the conversion wait for that register's last writer.)
 #[inline(always)]
 unsafe fn f16_at(p: *const u8) -> f32 {
     let bits = (p as *const u16).read_unaligned();
-    _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(bits as i32)))
+    _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
+}
+
+/// The little-endian f16 at `p` times `d`, in all eight lanes.
+#[inline(always)]
+unsafe fn f16_times(p: *const u8, d: &f32) -> __m256 {
+    let bits = (p as *const u16).read_unaligned();
+    _mm256_mul_ps(
+        _mm256_cvtph_ps(_mm_set1_epi16(bits as i16)),
+        _mm256_broadcast_ss(d),
+    )
+}
+
+/// Sums `d * s` over the 32-value blocks of a row, two blocks per step (two accumulators).
+/// `$body` maps (block pointer, activation block) to (scale vector, i32 sums).
+macro_rules! sum_blocks32 {
+    ($w:expr, $a:expr, $bb:expr, |$p:ident, $q:ident| $body:expr) => {{
+        let nb = ($w.len() / $bb).min($a.len());
+        let (mut acc0, mut acc1) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+        let mut i = 0;
+        while i + 2 <= nb {
+            let ($p, $q) = ($w.as_ptr().add(i * $bb), &$a[i]);
+            let (d0, s0): (__m256, __m256i) = $body;
+            let ($p, $q) = ($w.as_ptr().add((i + 1) * $bb), &$a[i + 1]);
+            let (d1, s1): (__m256, __m256i) = $body;
+            acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(s0), acc0);
+            acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(s1), acc1);
+            i += 2;
+        }
+        if i < nb {
+            let ($p, $q) = ($w.as_ptr().add(i * $bb), &$a[i]);
+            let (d0, s0): (__m256, __m256i) = $body;
+            acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(s0), acc0);
+        }
+        hsum(_mm256_add_ps(acc0, acc1))
+    }};
 }
 
 #[inline(always)]
@@ -74,20 +109,12 @@ unsafe fn dot_u8_scaled(q: __m256i, a: __m256i, sc: __m256i) -> __m256i {
     _mm256_madd_epi16(_mm256_maddubs_epi16(q, a), sc)
 }
 
-/// Scale `lo` for bytes 0..16, `hi` for bytes 16..32 (as i16 lanes for [`dot_u8_scaled`]).
-#[inline(always)]
-unsafe fn scale_pair(lo: i32, hi: i32) -> __m256i {
-    _mm256_set_m128i(_mm_set1_epi16(hi as i16), _mm_set1_epi16(lo as i16))
-}
-
 /// The 32 nibbles of the 16 bytes at `p`: low nibbles in bytes 0..16, high in 16..32.
 #[inline(always)]
 unsafe fn nibbles32(p: *const u8) -> __m256i {
-    let t = _mm_loadu_si128(p as *const __m128i);
-    _mm256_and_si256(
-        _mm256_set_m128i(_mm_srli_epi16(t, 4), t),
-        _mm256_set1_epi8(15),
-    )
+    let t = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
+    let shifted = _mm256_srlv_epi32(t, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
+    _mm256_and_si256(shifted, _mm256_set1_epi8(15))
 }
 
 /// 0xFF in byte `t` where bit `t` of the little-endian u32 at `p` is set, else 0.
@@ -205,186 +232,269 @@ unsafe fn bf16_imp(w: &[u8], x: &[f32]) -> f32 {
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q8_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    for (b, q) in w.chunks_exact(34).zip(a) {
-        let p = b.as_ptr();
-        let d = _mm256_set1_ps(f16_at(p) * q.d);
+    sum_blocks32!(w, a, 34, |p, q| {
         let s = dot_i8(load(p.add(2)), load(q.qs.as_ptr() as *const u8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
-    }
-    hsum(acc)
+        (f16_times(p, &q.d), s)
+    })
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let eight = _mm256_set1_epi8(8);
-    for (b, q) in w.chunks_exact(18).zip(a) {
-        let p = b.as_ptr();
-        let d = _mm256_set1_ps(f16_at(p) * q.d);
-        let v = _mm256_sub_epi8(nibbles32(p.add(2)), eight);
-        let s = dot_i8(v, load(q.qs.as_ptr() as *const u8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+    // sum (q - 8) a = sum q a - 8 sum a: the 8 lanes each take off sum a.
+    sum_blocks32!(w, a, 18, |p, q| {
+        let s = dot_u8(nibbles32(p.add(2)), load(q.qs.as_ptr() as *const u8));
+        (
+            f16_times(p, &q.d),
+            _mm256_sub_epi32(s, _mm256_set1_epi32(q.sum)),
+        )
+    })
+}
+
+/// `sum m * d_a * sum(qs)`: the offset term of q4_1 / q5_1 (`m` at byte 2 of each block).
+#[inline(always)]
+unsafe fn offsets32(w: &[u8], a: &[Q8Block], bb: usize) -> f32 {
+    let mut s = 0.0f32;
+    for (b, q) in w.chunks_exact(bb).zip(a) {
+        s += f16_at(b.as_ptr().add(2)) * q.d * q.sum as f32;
     }
-    hsum(acc)
+    s
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1_imp(w: &[u8], a: &[Q8Block]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
-    for (b, q) in w.chunks_exact(20).zip(a) {
-        let p = b.as_ptr();
-        let d = _mm256_set1_ps(f16_at(p) * q.d);
-        mins += f16_at(p.add(2)) * q.d * q.sum as f32;
+    let dots = sum_blocks32!(w, a, 20, |p, q| {
         let s = dot_u8(nibbles32(p.add(4)), load(q.qs.as_ptr() as *const u8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
-    }
-    hsum(acc) + mins
+        (f16_times(p, &q.d), s)
+    });
+    dots + offsets32(w, a, 20)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let f0 = _mm256_set1_epi8(0xF0u8 as i8);
-    for (b, q) in w.chunks_exact(22).zip(a) {
-        let p = b.as_ptr();
-        let d = _mm256_set1_ps(f16_at(p) * q.d);
-        // q - 16: the nibble with the high bits all set (as i8) where the fifth bit is clear.
+    // sum (q - 16) a: the 8 lanes each take off 2 sum a.
+    let sixteen = _mm256_set1_epi8(16);
+    sum_blocks32!(w, a, 22, |p, q| {
         let v = _mm256_or_si256(
             nibbles32(p.add(6)),
-            _mm256_andnot_si256(bits32(p.add(2)), f0),
+            _mm256_and_si256(bits32(p.add(2)), sixteen),
         );
-        let s = dot_i8(v, load(q.qs.as_ptr() as *const u8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
-    }
-    hsum(acc)
+        let s = dot_u8(v, load(q.qs.as_ptr() as *const u8));
+        (
+            f16_times(p, &q.d),
+            _mm256_sub_epi32(s, _mm256_set1_epi32(2 * q.sum)),
+        )
+    })
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_1_imp(w: &[u8], a: &[Q8Block]) -> f32 {
-    let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
     let sixteen = _mm256_set1_epi8(16);
-    for (b, q) in w.chunks_exact(24).zip(a) {
-        let p = b.as_ptr();
-        let d = _mm256_set1_ps(f16_at(p) * q.d);
-        mins += f16_at(p.add(2)) * q.d * q.sum as f32;
+    let dots = sum_blocks32!(w, a, 24, |p, q| {
         let v = _mm256_or_si256(
             nibbles32(p.add(8)),
             _mm256_and_si256(bits32(p.add(4)), sixteen),
         );
         let s = dot_u8(v, load(q.qs.as_ptr() as *const u8));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), acc);
+        (f16_times(p, &q.d), s)
+    });
+    dots + offsets32(w, a, 24)
+}
+
+/// `PAIR[j]`: byte shuffle that puts i16 lane `j` of a 128-bit half into every i16 lane.
+static PAIR: [[u8; 32]; 8] = pair_masks();
+/// `QUAD[u]`: i16 lane `2u` into the low half, lane `2u + 1` into the high half.
+static QUAD: [[u8; 32]; 4] = quad_masks();
+
+const fn pair_masks() -> [[u8; 32]; 8] {
+    let mut m = [[0u8; 32]; 8];
+    let mut j = 0;
+    while j < 8 {
+        let mut i = 0;
+        while i < 32 {
+            m[j][i] = (2 * j + (i & 1)) as u8;
+            i += 1;
+        }
+        j += 1;
     }
-    hsum(acc) + mins
+    m
+}
+
+const fn quad_masks() -> [[u8; 32]; 4] {
+    let mut m = [[0u8; 32]; 4];
+    let mut u = 0;
+    while u < 4 {
+        let mut i = 0;
+        while i < 32 {
+            m[u][i] = (4 * u + if i < 16 { 0 } else { 2 } + (i & 1)) as u8;
+            i += 1;
+        }
+        u += 1;
+    }
+    m
+}
+
+#[inline(always)]
+unsafe fn mask(m: &[u8; 32]) -> __m256i {
+    load(m.as_ptr())
+}
+
+#[inline(always)]
+unsafe fn u32_at(p: *const u8) -> u32 {
+    (p as *const u32).read_unaligned()
+}
+
+/// Eight i16 values (from eight bytes, zero- or sign-extended already) in both 128-bit halves.
+#[inline(always)]
+unsafe fn both_halves(v: __m128i) -> __m256i {
+    _mm256_broadcastsi128_si256(v)
+}
+
+/// Sixteen signed 8-bit scales as i16 pairs: (scales 0..8, scales 8..16), both halves each.
+#[inline(always)]
+unsafe fn scales16_i8(scb: __m128i) -> (__m256i, __m256i) {
+    (
+        both_halves(_mm_cvtepi8_epi16(scb)),
+        both_halves(_mm_cvtepi8_epi16(_mm_srli_si128(scb, 8))),
+    )
+}
+
+/// `sum_j scale[j] * bsums[j]` per lane (16 signed 8-bit scales), as eight i32 lanes.
+#[inline(always)]
+unsafe fn scale_bsums_i8(scb: __m128i, q: &Q8KBlock) -> __m256i {
+    let bs = q.bsums.as_ptr() as *const u8;
+    _mm256_add_epi32(
+        _mm256_mullo_epi32(_mm256_cvtepi8_epi32(scb), load(bs)),
+        _mm256_mullo_epi32(
+            _mm256_cvtepi8_epi32(_mm_srli_si128(scb, 8)),
+            load(bs.add(32)),
+        ),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q2_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
+    let mut acc_m = _mm256_setzero_ps();
+    let m4 = _mm_set1_epi8(15);
     for (b, q) in w.chunks_exact(84).zip(a) {
         let p = b.as_ptr();
-        let scales = &b[0..16];
-        let msum: i32 = scales
-            .iter()
-            .zip(&q.bsums)
-            .map(|(&s, &bs)| (s >> 4) as i32 * bs)
-            .sum();
-        mins += f16_at(p.add(82)) * q.d * msum as f32;
+        let raw = _mm_loadu_si128(p as *const __m128i);
+        let scb = _mm_and_si128(raw, m4);
+        let mnb = _mm_and_si128(_mm_srli_epi16(raw, 4), m4);
+        let dmin = _mm256_set1_ps(f16_at(p.add(82)) * q.d);
+        acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(scale_bsums_i8(mnb, q)), acc_m);
+        let (sc_a, sc_b) = scales16_i8(scb);
         let qa = q.qs.as_ptr() as *const u8;
         let mut sumi = _mm256_setzero_si256();
         for c in 0..2 {
             let v = load(p.add(16 + 32 * c));
+            let sc = if c == 0 { sc_a } else { sc_b };
             for s in 0..4 {
                 let t = 4 * c + s;
-                let sc = scale_pair((scales[2 * t] & 15) as i32, (scales[2 * t + 1] & 15) as i32);
-                let x = dot_u8_scaled(field(v, 2 * s as u32, 3), load(qa.add(32 * t)), sc);
+                let pair = _mm256_shuffle_epi8(sc, mask(&QUAD[s]));
+                let x = dot_u8_scaled(field(v, 2 * s as u32, 3), load(qa.add(32 * t)), pair);
                 sumi = _mm256_add_epi32(sumi, x);
             }
         }
         let d = _mm256_set1_ps(f16_at(p.add(80)) * q.d);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum(acc) - mins
+    hsum(acc) - hsum(acc_m)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q3_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut offsets = 0.0f32;
+    let (lo4, lo2) = (0x0f0f_0f0fu32, 0x0303_0303u32);
     for (b, q) in w.chunks_exact(110).zip(a) {
         let p = b.as_ptr();
-        let sc = q3_k_scales(&b[96..108]);
-        let offset: i32 = sc.iter().zip(&q.bsums).map(|(&s, &bs)| s as i32 * bs).sum();
-        let d = f16_at(p.add(108)) * q.d;
-        offsets += d * (4 * offset) as f32;
+        let (a0, a1, a2) = (u32_at(p.add(96)), u32_at(p.add(100)), u32_at(p.add(104)));
+        let words = [
+            (a0 & lo4) | ((a2 & lo2) << 4),
+            (a1 & lo4) | (((a2 >> 2) & lo2) << 4),
+            ((a0 >> 4) & lo4) | (((a2 >> 4) & lo2) << 4),
+            ((a1 >> 4) & lo4) | (((a2 >> 6) & lo2) << 4),
+        ];
+        let packed = _mm_loadu_si128(words.as_ptr() as *const __m128i);
+        let scb = _mm_sub_epi8(packed, _mm_set1_epi8(32));
+        // sum (q - 4 [bit clear]) = sum q' - 4 sum a with q' = low | 4 bit: 4 sc.bsums off.
+        let mut sumi = _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(scale_bsums_i8(scb, q), 2),
+        );
+        let (sc_a, sc_b) = scales16_i8(scb);
         let hm = load(p);
         let qa = q.qs.as_ptr() as *const u8;
-        let mut sumi = _mm256_setzero_si256();
         for c in 0..2 {
             let v = load(p.add(32 + 32 * c));
+            let sc = if c == 0 { sc_a } else { sc_b };
             for s in 0..4 {
                 let t = 4 * c + s;
                 let codes = _mm256_or_si256(field(v, 2 * s as u32, 3), bit_to(hm, t as u32, 4));
-                let pair = scale_pair(sc[2 * t] as i32, sc[2 * t + 1] as i32);
+                let pair = _mm256_shuffle_epi8(sc, mask(&QUAD[s]));
                 sumi = _mm256_add_epi32(sumi, dot_u8_scaled(codes, load(qa.add(32 * t)), pair));
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        let d = _mm256_set1_ps(f16_at(p.add(108)) * q.d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum(acc) - offsets
+    hsum(acc)
 }
 
-/// The eight 6-bit scales of q4_k / q5_k as i32 and their min term against the bsums.
+/// The eight 6-bit scales (as i16 in both halves) and mins (as i32) of q4_k / q5_k.
 #[inline(always)]
-fn k4_scales(scales: &[u8], q: &Q8KBlock) -> ([i32; 8], i32) {
-    let mut sc = [0i32; 8];
-    let mut mins = 0;
-    for (j, s) in sc.iter_mut().enumerate() {
-        let (d, m) = scale_min_k4(j, scales);
-        *s = d as i32;
-        mins += m as i32 * (q.bsums[2 * j] + q.bsums[2 * j + 1]);
-    }
-    (sc, mins)
+unsafe fn k4_scales(p: *const u8) -> (__m256i, __m256i) {
+    let (u0, u1, u2) = (u32_at(p), u32_at(p.add(4)), u32_at(p.add(8)));
+    let (lo6, lo4, lo2) = (0x3f3f_3f3fu32, 0x0f0f_0f0fu32, 0x0303_0303u32);
+    let sc_hi = (u2 & lo4) | (((u0 >> 6) & lo2) << 4);
+    let mn_hi = ((u2 >> 4) & lo4) | (((u1 >> 6) & lo2) << 4);
+    let sc = (u0 & lo6) as u64 | ((sc_hi as u64) << 32);
+    let mn = (u1 & lo6) as u64 | ((mn_hi as u64) << 32);
+    (
+        both_halves(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(sc as i64))),
+        _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(mn as i64)),
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
+    let mut acc_m = _mm256_setzero_ps();
     let m4 = _mm256_set1_epi8(15);
     for (b, q) in w.chunks_exact(144).zip(a) {
         let p = b.as_ptr();
-        let (sc, msum) = k4_scales(&b[4..16], q);
-        mins += f16_at(p.add(2)) * q.d * msum as f32;
+        let (sc, mn) = k4_scales(p.add(4));
+        let msum = _mm256_mullo_epi32(mn, load(q.bsums32.as_ptr() as *const u8));
+        let dmin = _mm256_set1_ps(f16_at(p.add(2)) * q.d);
+        acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
         let qa = q.qs.as_ptr() as *const u8;
         let mut sumi = _mm256_setzero_si256();
         for c in 0..4 {
             let v = load(p.add(16 + 32 * c));
             let lo = _mm256_and_si256(v, m4);
             let hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            let s_lo = _mm256_set1_epi16(sc[2 * c] as i16);
-            let s_hi = _mm256_set1_epi16(sc[2 * c + 1] as i16);
+            let s_lo = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c]));
+            let s_hi = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c + 1]));
             sumi = _mm256_add_epi32(sumi, dot_u8_scaled(lo, load(qa.add(64 * c)), s_lo));
             sumi = _mm256_add_epi32(sumi, dot_u8_scaled(hi, load(qa.add(64 * c + 32)), s_hi));
         }
         let d = _mm256_set1_ps(f16_at(p) * q.d);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum(acc) - mins
+    hsum(acc) - hsum(acc_m)
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut mins = 0.0f32;
+    let mut acc_m = _mm256_setzero_ps();
     let m4 = _mm256_set1_epi8(15);
     for (b, q) in w.chunks_exact(176).zip(a) {
         let p = b.as_ptr();
-        let (sc, msum) = k4_scales(&b[4..16], q);
-        mins += f16_at(p.add(2)) * q.d * msum as f32;
+        let (sc, mn) = k4_scales(p.add(4));
+        let msum = _mm256_mullo_epi32(mn, load(q.bsums32.as_ptr() as *const u8));
+        let dmin = _mm256_set1_ps(f16_at(p.add(2)) * q.d);
+        acc_m = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(msum), acc_m);
         let qh = load(p.add(16));
         let qa = q.qs.as_ptr() as *const u8;
         let mut sumi = _mm256_setzero_si256();
@@ -395,15 +505,15 @@ unsafe fn q5_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
                 _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
                 bit_to(qh, 2 * c as u32 + 1, 16),
             );
-            let s_lo = _mm256_set1_epi16(sc[2 * c] as i16);
-            let s_hi = _mm256_set1_epi16(sc[2 * c + 1] as i16);
+            let s_lo = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c]));
+            let s_hi = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c + 1]));
             sumi = _mm256_add_epi32(sumi, dot_u8_scaled(lo, load(qa.add(64 * c)), s_lo));
             sumi = _mm256_add_epi32(sumi, dot_u8_scaled(hi, load(qa.add(64 * c + 32)), s_hi));
         }
         let d = _mm256_set1_ps(f16_at(p) * q.d);
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum(acc) - mins
+    hsum(acc) - hsum(acc_m)
 }
 
 /// Bits `s..s+2` of each byte of `qh`, moved to bits 4..6 (the high part of a q6_k code).
@@ -415,20 +525,22 @@ unsafe fn high2(qh: __m256i, s: u32) -> __m256i {
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = _mm256_setzero_ps();
-    let mut offsets = 0.0f32;
     let m4 = _mm256_set1_epi8(15);
     for (b, q) in w.chunks_exact(210).zip(a) {
         let p = b.as_ptr();
-        let sc: [i32; 16] = std::array::from_fn(|j| b[192 + j] as i8 as i32);
-        let offset: i32 = sc.iter().zip(&q.bsums).map(|(&s, &bs)| s * bs).sum();
-        let d = f16_at(p.add(208)) * q.d;
-        offsets += d * (32 * offset) as f32;
+        let scb = _mm_loadu_si128(p.add(192) as *const __m128i);
+        // sum (q - 32) a: 32 sc.bsums off.
+        let mut sumi = _mm256_sub_epi32(
+            _mm256_setzero_si256(),
+            _mm256_slli_epi32(scale_bsums_i8(scb, q), 5),
+        );
+        let (sc_a, sc_b) = scales16_i8(scb);
         let qa = q.qs.as_ptr() as *const u8;
-        let mut sumi = _mm256_setzero_si256();
         for h in 0..2 {
             let ql0 = load(p.add(64 * h));
             let ql1 = load(p.add(64 * h + 32));
             let qh = load(p.add(128 + 32 * h));
+            let sc = if h == 0 { sc_a } else { sc_b };
             let codes = [
                 _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(qh, 0)),
                 _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(qh, 2)),
@@ -442,13 +554,13 @@ unsafe fn q6_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
                 ),
             ];
             for (t, &v) in codes.iter().enumerate() {
-                let j = 8 * h + 2 * t;
-                let pair = scale_pair(sc[j], sc[j + 1]);
+                let pair = _mm256_shuffle_epi8(sc, mask(&QUAD[t]));
                 let x = dot_u8_scaled(v, load(qa.add(128 * h + 32 * t)), pair);
                 sumi = _mm256_add_epi32(sumi, x);
             }
         }
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        let d = _mm256_set1_ps(f16_at(p.add(208)) * q.d);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    hsum(acc) - offsets
+    hsum(acc)
 }

@@ -1,0 +1,199 @@
+//! matvec per weight encoding at LLM shapes, next to the machine's read bandwidth.
+//!
+//! `cargo bench --bench matvec` (threads: `CYB_BENCH_THREADS`, default 2; encodings:
+//! `CYB_BENCH_DTYPES=q4_0,q8_0`, default all; `CYB_LLM_PORTABLE_KERNELS=1` for the portable
+//! path). First prints a table: weight bytes / time as GB/s and as a share of the read
+//! bandwidth measured in the same run (a parallel sum over 512 MiB, best of 8, before and
+//! after the cases; the larger counts); then
+//! the criterion measurements (throughput = weight bytes). Each case cycles through copies of
+//! its weights totalling at least 256 MiB, so that weights come from memory as in a real
+//! forward pass (a model's layers do not fit in the last-level cache), not from the cache.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use cyb_llm::backend::cpu::kernels::{active_path, matvec};
+use cyb_llm::DType;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
+
+/// (n, k): output rows, values per row.
+const SHAPES: [(usize, usize); 4] = [(576, 1536), (896, 4864), (4096, 4096), (4096, 14336)];
+
+const DTYPES: [DType; 13] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q2K,
+    DType::Q3K,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+];
+
+fn threads() -> usize {
+    std::env::var("CYB_BENCH_THREADS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2)
+}
+
+fn dtypes() -> Vec<DType> {
+    match std::env::var("CYB_BENCH_DTYPES") {
+        Ok(list) => list.split(',').filter_map(DType::from_name).collect(),
+        Err(_) => DTYPES.to_vec(),
+    }
+}
+
+/// Byte offsets of the f16 scale fields in one block.
+fn scale_offsets(dtype: DType) -> &'static [usize] {
+    match dtype {
+        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
+        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
+        DType::Q2K => &[80, 82],
+        DType::Q3K => &[108],
+        DType::Q6K => &[208],
+        _ => &[],
+    }
+}
+
+/// Random weights: random payload bytes with small finite f16 scales (floats: small values).
+fn weights(dtype: DType, n: usize, k: usize) -> Vec<u8> {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let bb = dtype.block_bytes();
+    let mut w = vec![0u8; n * k / dtype.block_values() * bb];
+    rng.fill(&mut w[..]);
+    let small = |rng: &mut rand_chacha::ChaCha8Rng| rng.gen_range(-0.01f32..0.01);
+    match dtype {
+        DType::F32 => w
+            .chunks_exact_mut(4)
+            .for_each(|c| c.copy_from_slice(&small(&mut rng).to_le_bytes())),
+        DType::F16 | DType::BF16 => w.chunks_exact_mut(2).for_each(|c| {
+            let h = half::f16::from_f32(small(&mut rng)).to_bits();
+            let b = (small(&mut rng).to_bits() >> 16) as u16;
+            let bits = if dtype == DType::F16 { h } else { b };
+            c.copy_from_slice(&bits.to_le_bytes());
+        }),
+        _ => {
+            for b in w.chunks_exact_mut(bb) {
+                for &o in scale_offsets(dtype) {
+                    b[o..o + 2]
+                        .copy_from_slice(&half::f16::from_f32(small(&mut rng)).to_le_bytes());
+                }
+            }
+        }
+    }
+    w
+}
+
+/// Read bandwidth in GB/s: a wrapping sum of u64 over 512 MiB (integer, so the compiler
+/// vectorizes it freely), one contiguous part per thread, best of 8.
+fn read_bandwidth(pool: &rayon::ThreadPool) -> f64 {
+    let data: Vec<u64> = (0..64u64 << 20).collect();
+    let part = data.len().div_ceil(pool.current_num_threads());
+    let mut best = f64::MAX;
+    for _ in 0..8 {
+        let t = Instant::now();
+        let s: u64 = pool.install(|| {
+            data.par_chunks(part)
+                .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
+                .reduce(|| 0, u64::wrapping_add)
+        });
+        std::hint::black_box(s);
+        best = best.min(t.elapsed().as_secs_f64());
+    }
+    (data.len() * 8) as f64 / best / 1e9
+}
+
+/// Copies of one weight matrix totalling at least 256 MiB (at least two).
+fn copies(dtype: DType, n: usize, k: usize) -> Vec<Vec<u8>> {
+    let w = weights(dtype, n, k);
+    let count = (256usize << 20).div_ceil(w.len()).max(2);
+    vec![w; count]
+}
+
+/// Median seconds of one matvec (cycling through the copies) over about 0.3 s of runs.
+fn time_matvec(pool: &rayon::ThreadPool, dtype: DType, ws: &[Vec<u8>], n: usize, k: usize) -> f64 {
+    let x: Vec<f32> = (0..k)
+        .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+        .collect();
+    let mut y = vec![0.0f32; n];
+    let mut next = 0;
+    let mut run = || {
+        let w = &ws[next % ws.len()];
+        next += 1;
+        let t = Instant::now();
+        pool.install(|| matvec(dtype, w, n, k, &x, &mut y));
+        t.elapsed().as_secs_f64()
+    };
+    run();
+    let once = run().max(1e-6);
+    let reps = ((0.3 / once) as usize).clamp(5, 2000);
+    let mut times: Vec<f64> = (0..reps).map(|_| run()).collect();
+    times.sort_by(f64::total_cmp);
+    times[reps / 2]
+}
+
+fn bench(c: &mut Criterion) {
+    let threads = threads();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    let bw_before = read_bandwidth(&pool);
+    let dtypes = dtypes();
+    let mut rows = Vec::new();
+    for &dtype in &dtypes {
+        for (n, k) in SHAPES {
+            let ws = copies(dtype, n, k);
+            let t = time_matvec(&pool, dtype, &ws, n, k);
+            rows.push((dtype, n, k, t, ws[0].len() as f64 / t / 1e9));
+        }
+    }
+    let bw = bw_before.max(read_bandwidth(&pool));
+    println!(
+        "matvec, {threads} threads, {:?} kernels; read bandwidth {bw:.1} GB/s",
+        active_path()
+    );
+    println!(
+        "{:<8} {:>12} {:>10} {:>9} {:>8}",
+        "dtype", "n x k", "time", "GB/s", "% of bw"
+    );
+    for (dtype, n, k, t, gbs) in rows {
+        println!(
+            "{:<8} {:>12} {:>8.1}us {gbs:>9.1} {:>7.0}%",
+            dtype.name(),
+            format!("{n}x{k}"),
+            t * 1e6,
+            100.0 * gbs / bw
+        );
+    }
+    let mut group = c.benchmark_group("matvec");
+    group.sample_size(10);
+    group.warm_up_time(Duration::from_millis(300));
+    group.measurement_time(Duration::from_secs(1));
+    for &dtype in &dtypes {
+        for (n, k) in SHAPES {
+            let ws = copies(dtype, n, k);
+            let x = vec![0.25f32; k];
+            let mut y = vec![0.0f32; n];
+            let mut next = 0;
+            group.throughput(Throughput::Bytes(ws[0].len() as u64));
+            group.bench_function(BenchmarkId::new(dtype.name(), format!("{n}x{k}")), |b| {
+                b.iter(|| {
+                    let w = &ws[next % ws.len()];
+                    next += 1;
+                    pool.install(|| matvec(dtype, w, n, k, &x, &mut y))
+                })
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
