@@ -10,6 +10,7 @@ pub mod backend;
 pub mod curated;
 pub mod dtype;
 pub mod error;
+pub mod generate;
 pub mod graph;
 pub mod import;
 pub mod loader;

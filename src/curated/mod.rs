@@ -1,1 +1,9 @@
-//! Curated, hand-written forward code per model family. No family is implemented yet.
+//! Curated, hand-written forward code per model family (families.md).
+//!
+//! - [`llama`]: LlamaStyle, decoder-only text generation (llama, mistral,
+//!   qwen2/3, gemma/2/3, phi3, granite, olmo2, smollm).
+//!
+//! Each family is written against the [`Dispatcher`](crate::backend::Dispatcher)
+//! so the same code runs on every backend.
+
+pub mod llama;
