@@ -16,6 +16,8 @@ What it writes, all references independent of the Rust code:
 - `gemma3/`: a tiny Gemma3ForCausalLM (`gemma3_text`, random bf16 weights with non-zero norm
   weights, QK-norm, sandwich norms, tied embeddings) with the config.json transformers 5 writes
   (`rope_parameters` per layer type) and an SPM-style byte-fallback BPE tokenizer.
+- `qwen3/`: a tiny Qwen3ForCausalLM in f32 (QK-norm, head_dim != hidden/heads, tied
+  embeddings) exactly as transformers 5 saves it (`rope_parameters`, `chat_template.jinja`).
 - `llama_fused/`: a tiny LlamaForCausalLM in f16 whose q/k/v and gate/up projections were fused
   into `qkv_proj` / `gate_up_proj` (as Phi-3 stores them), with a Llama-3-style BPE tokenizer.
 - `<name>/expected.safetensors`: every canonical tensor the importer must write, as f32, computed
@@ -37,7 +39,16 @@ import torch
 from safetensors.numpy import load_file as load_np
 from safetensors.torch import load_file, save_file
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+from transformers import (
+    Gemma3ForCausalLM,
+    Gemma3TextConfig,
+    LlamaConfig,
+    LlamaForCausalLM,
+    Qwen2Config,
+    Qwen2ForCausalLM,
+    Qwen3Config,
+    Qwen3ForCausalLM,
+)
 
 OUT = os.path.join("tests", "fixtures", "hf")
 SEED = 20261130
@@ -324,6 +335,47 @@ def make_gemma3():
     save_expected(d, expected)
 
 
+def make_qwen3():
+    d = os.path.join(OUT, "qwen3")
+    shutil.rmtree(d, ignore_errors=True)
+    src = os.path.join(d, "model")
+    os.makedirs(src)
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = byte_level_tokenizer(QWEN2_REGEX, 300, specials, ["<think>", "</think>"])
+    tok.save(os.path.join(src, "tokenizer.json"))
+    n = tok.get_vocab_size()
+    eot, im_end = tok.token_to_id("<|endoftext|>"), tok.token_to_id("<|im_end|>")
+    cfg = Qwen3Config(
+        vocab_size=n,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+        tie_word_embeddings=True,
+        bos_token_id=eot,
+        eos_token_id=im_end,
+    )
+    torch.manual_seed(SEED)
+    model = Qwen3ForCausalLM(cfg)
+    randomize(model, 0.5)
+    model.save_pretrained(src)
+    if os.path.exists(os.path.join(src, "generation_config.json")):
+        os.remove(os.path.join(src, "generation_config.json"))
+    with open(os.path.join(src, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(QWEN_CHAT)
+    write_json(
+        os.path.join(src, "tokenizer_config.json"),
+        {"eos_token": "<|im_end|>", "pad_token": "<|endoftext|>", "tokenizer_class": "Qwen2Tokenizer"},
+    )
+    write_json(os.path.join(src, "generation_config.json"), {"do_sample": False, "eos_token_id": [im_end, eot]})
+    expected = f32_state(model)
+    expected.pop("lm_head.weight", None)  # tied: not written
+    save_expected(d, expected)
+
+
 def make_llama_fused():
     d = os.path.join(OUT, "llama_fused")
     shutil.rmtree(d, ignore_errors=True)
@@ -426,6 +478,7 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     make_qwen2()
     make_gemma3()
+    make_qwen3()
     make_llama_fused()
     make_minilm(args.models_dir)
 

@@ -32,7 +32,11 @@ fn json(path: &Path) -> Value {
 fn run_import(src: &Path, quant: QuantChoice) -> (tempfile::TempDir, Model) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.model");
-    let opts = ImportOptions { quant, name: None };
+    let opts = ImportOptions {
+        quant,
+        name: None,
+        no_graph: false,
+    };
     import(src, &out, &opts).unwrap_or_else(|e| panic!("import of {} failed: {e}", src.display()));
     let model = load(&out).unwrap();
     (dir, model)
@@ -226,6 +230,39 @@ fn gemma3_bf16_stores_one_plus_norm_weights() {
         m.chat.as_ref().unwrap().template.as_deref(),
         tc["chat_template"].as_str()
     );
+}
+
+#[test]
+fn qwen3_f32_tied_keeps_norms_as_they_are() {
+    let src = fixtures().join("qwen3/model");
+    let (_dir, m) = run_import(&src, QuantChoice::Keep);
+    // expected.safetensors holds the norm weights unchanged (only Gemma stores 1 + w).
+    assert_matches_expected(&m, "qwen3");
+    assert!(m.tensors.entries().iter().all(|e| e.dtype == DType::F32));
+    assert!(m.tensor("lm_head.weight").is_none());
+    let a = &m.config.architecture;
+    assert_eq!(m.config.model_type, "qwen3");
+    assert_eq!((a.head_dim, a.tie_word_embeddings), (Some(16), Some(true)));
+    assert_eq!(a.rope_theta, Some(10000.0), "from rope_parameters");
+    let jinja = std::fs::read_to_string(src.join("chat_template.jinja")).unwrap();
+    assert_eq!(
+        m.chat.as_ref().unwrap().template.as_deref(),
+        Some(jinja.as_str())
+    );
+    let s = m.config.sampling.as_ref().unwrap();
+    assert_eq!(
+        (s.temperature(), s.top_p()),
+        (Some(0.0), None),
+        "do_sample = false is greedy"
+    );
+    let (_, pieces) = vocab_of(&src);
+    let id_of = |p: &str| pieces.iter().find(|x| x.0 == p).unwrap().1 as u32;
+    let t = m.config.tokenizer.as_ref().unwrap();
+    assert_eq!(
+        t.eos_token_ids,
+        [id_of("<|im_end|>"), id_of("<|endoftext|>")]
+    );
+    assert_eq!(t.pad_token_id, Some(id_of("<|endoftext|>")));
 }
 
 #[test]

@@ -75,6 +75,9 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             arch.source_model_type
         ),
     );
+    if !opts.no_graph {
+        crate::graph::llama::write_graph_section(&mut writer, &config);
+    }
     writer.write(out)
 }
 

@@ -261,6 +261,12 @@ fn llama(cfg: &Json, model_type: &str, source_type: &str) -> Result<Arch, Import
 
 /// Pooling and normalization of a sentence-transformers folder (`modules.json`).
 fn sentence_transformers(dir: &Path, a: &mut Architecture) -> Result<(), ImportError> {
+    // The input limit sentence-transformers truncates at (e.g. 256 for all-MiniLM-L6-v2).
+    if let Some(st) = Json::read_opt(&dir.join("sentence_bert_config.json"))? {
+        if let Some(n) = st.usize("max_seq_length")? {
+            put(a, "max_seq_length", n as i64);
+        }
+    }
     let path = dir.join("modules.json");
     let Ok(text) = std::fs::read_to_string(&path) else {
         return Ok(());
@@ -293,12 +299,14 @@ fn sentence_transformers(dir: &Path, a: &mut Architecture) -> Result<(), ImportE
                 .collect();
                 match modes.as_slice() {
                     [m @ ("cls" | "mean" | "max")] => put(a, "pooling", *m),
-                    other => return Err(ImportError::Unsupported {
-                        path: pcfg.path.clone(),
-                        reason: format!(
+                    other => {
+                        return Err(ImportError::Unsupported {
+                            path: pcfg.path.clone(),
+                            reason: format!(
                             "pooling modes {other:?}: exactly one of cls, mean, max is supported"
                         ),
-                    }),
+                        })
+                    }
                 }
             }
             other => {

@@ -325,6 +325,11 @@ pub fn read(dir: &Path, cfg: &Json, vocab_size: usize) -> Result<TokenizerOut, I
                 }
                 config.kind = "bpe".into();
                 config.pre = Some(byte_level_preset(&path, &pre)?);
+                if model.bool("ignore_merges")? == Some(true) {
+                    config
+                        .extra
+                        .insert("ignore_merges".into(), toml::Value::Boolean(true));
+                }
             } else {
                 let prefix = spm_space_prefix(&path, &tj)?;
                 config.kind = "spm".into();
@@ -596,4 +601,86 @@ pub fn sampling(dir: &Path) -> Result<Option<SamplingDefaults>, ImportError> {
         s.repeat_penalty = gc.f64("repetition_penalty")?;
     }
     Ok((s != SamplingDefaults::default()).then_some(s))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn preset(pre: Value) -> Result<String, ImportError> {
+        byte_level_preset(
+            Path::new("tokenizer.json"),
+            &steps(Some(&pre), "pretokenizers"),
+        )
+    }
+
+    fn byte_level(use_regex: bool) -> Value {
+        json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex})
+    }
+
+    fn split(r: &str) -> Value {
+        json!({"type": "Split", "pattern": {"Regex": r}, "behavior": "Isolated", "invert": false})
+    }
+
+    #[test]
+    fn byte_level_presets_are_recognised() {
+        assert_eq!(preset(byte_level(true)).unwrap(), "gpt2");
+        let digits = json!({"type": "Digits", "individual_digits": true});
+        let smol = json!({"type": "Sequence", "pretokenizers": [digits, byte_level(true)]});
+        assert_eq!(preset(smol).unwrap(), "smollm");
+        for (r, want) in [(QWEN2, "qwen2"), (LLAMA3, "llama3"), (GPT2, "gpt2")] {
+            let seq = json!({"type": "Sequence", "pretokenizers": [split(r), byte_level(false)]});
+            assert_eq!(preset(seq).unwrap(), want);
+        }
+        let mut list: Vec<Value> = DEEPSEEK_LLM.iter().map(|r| split(r)).collect();
+        list.push(json!({"type": "Digits", "individual_digits": false}));
+        list.push(byte_level(false));
+        let deepseek = json!({"type": "Sequence", "pretokenizers": list});
+        assert_eq!(preset(deepseek).unwrap(), "deepseek-llm");
+        // The first DeepSeek regex written with escapes instead of literal CR / LF.
+        list = DEEPSEEK_LLM.iter().map(|r| split(r)).collect();
+        list[0] = split("[\\r\\n]");
+        list.push(split("\\p{N}+"));
+        list.push(byte_level(false));
+        let deepseek = json!({"type": "Sequence", "pretokenizers": list});
+        assert_eq!(preset(deepseek).unwrap(), "deepseek-llm");
+    }
+
+    #[test]
+    fn unknown_pre_tokenizers_are_errors_that_name_them() {
+        let seq = json!({"type": "Sequence", "pretokenizers": [split("\\w+"), byte_level(false)]});
+        let e = preset(seq).unwrap_err();
+        assert!(
+            matches!(e, ImportError::Unsupported { .. }) && e.to_string().contains("`\\w+`"),
+            "{e}"
+        );
+        let e = preset(json!({"type": "Whitespace"})).unwrap_err();
+        assert!(e.to_string().contains("Whitespace"), "{e}");
+        let prefix = json!({"type": "ByteLevel", "add_prefix_space": true});
+        assert!(preset(prefix)
+            .unwrap_err()
+            .to_string()
+            .contains("add_prefix_space"));
+    }
+
+    #[test]
+    fn spm_space_prefix_follows_prepend_and_metaspace() {
+        let read = |v: Value| {
+            spm_space_prefix(
+                Path::new("t"),
+                &Json::parse(Path::new("t"), &v.to_string()).unwrap(),
+            )
+        };
+        let llama2 = json!({"normalizer": {"type": "Sequence", "normalizers": [
+            {"type": "Prepend", "prepend": "▁"},
+            {"type": "Replace", "pattern": {"String": " "}, "content": "▁"}]}, "pre_tokenizer": null});
+        assert!(read(llama2).unwrap());
+        let meta = json!({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "first", "split": false}});
+        assert!(read(meta).unwrap());
+        let never = json!({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": false}});
+        assert!(!read(never).unwrap());
+        let nfkc = json!({"normalizer": {"type": "NFKC"}});
+        assert!(read(nfkc).is_err());
+    }
 }
