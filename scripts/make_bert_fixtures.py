@@ -21,9 +21,10 @@ Outputs, all computed by the reference libraries, independently of the Rust code
   classifier weight and bias, seeded random). The test assembles the full Hugging Face folder
   from MiniLM's files plus these, imports it, and compares with classifier_logits.json
   (transformers' logits and softmax for a few sentences).
-- roberta_tiny/: a seeded random 2-layer RobertaModel (config.json, model.safetensors) and
-  roberta_tiny.json: a right-padded batch of ids with transformers' last hidden states, to test
-  the position offset (positions start at padding_idx + 1) and padding masks.
+- roberta_tiny/: a seeded random 2-layer RobertaForSequenceClassification (config.json,
+  model.safetensors) and roberta_tiny.json: a right-padded batch of ids with transformers' last
+  hidden states and logits, to test the position offset (positions start at padding_idx + 1),
+  padding masks and RoBERTa's classification head (classifier.dense, tanh, classifier.out_proj).
 """
 
 import json
@@ -40,7 +41,7 @@ from transformers import (
     BertForSequenceClassification,
     BertModel,
     RobertaConfig,
-    RobertaModel,
+    RobertaForSequenceClassification,
 )
 
 OUT = os.path.join("tests", "fixtures", "bert")
@@ -185,8 +186,9 @@ def roberta_tiny():
         eos_token_id=2,
         layer_norm_eps=1e-5,
         hidden_act="gelu",
+        num_labels=2,
     )
-    model = RobertaModel(cfg, add_pooling_layer=False).eval()
+    model = RobertaForSequenceClassification(cfg).eval()
     sd = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("position_ids")}
     save_file(sd, os.path.join(out_dir, "model.safetensors"))
     cfg.save_pretrained(out_dir)
@@ -200,12 +202,14 @@ def roberta_tiny():
     ids = torch.tensor([r + [1] * (width - len(r)) for r in rows])
     mask = (ids != 1).long()
     with torch.no_grad():
-        h = model(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
+        h = model.roberta(input_ids=ids, attention_mask=mask).last_hidden_state.numpy()
+        logits = model(input_ids=ids, attention_mask=mask).logits.numpy()
     dump(
         os.path.join(OUT, "roberta_tiny.json"),
         {
             "input_ids": rows,
             "hidden": [rounded(h[i, : len(r)]) for i, r in enumerate(rows)],
+            "logits": [rounded(r) for r in logits],
         },
     )
 

@@ -9,6 +9,7 @@
 pub mod backend;
 pub mod curated;
 pub mod dtype;
+pub mod encode;
 pub mod error;
 pub mod generate;
 pub mod graph;

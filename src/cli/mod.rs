@@ -1,5 +1,7 @@
 //! Subcommands of the binary. Each file is one command; this one parses and routes.
 
+mod classify;
+mod embed;
 mod import;
 mod inspect;
 mod validate;
@@ -26,6 +28,10 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Load a .model file and check it; --deep decodes every tensor.
     Validate(validate::ValidateArgs),
+    /// Sentence embeddings of texts (one per line; --text, --file or stdin).
+    Embed(embed::EmbedArgs),
+    /// Labels and scores of a sequence classifier (one text per line).
+    Classify(classify::ClassifyArgs),
 }
 
 /// Runs the parsed command line.
@@ -34,5 +40,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Import(a) => import::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Validate(a) => validate::run(a),
+        Command::Embed(a) => embed::run(a),
+        Command::Classify(a) => classify::run(a),
     }
 }

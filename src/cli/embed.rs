@@ -1,0 +1,253 @@
+//! `cyb-llm embed MODEL [--text T]... [--file F]`: sentence embeddings, one
+//! text per line (stdin when neither is given), as json / jsonl / tsv.
+
+use super::CmdResult;
+use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
+use cyb_llm::encode::input::TextSource;
+use cyb_llm::encode::{EmbedOptions, Encoder, Pooling};
+use serde_json::json;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Inputs of at least this many texts get a progress bar (when stderr is a terminal).
+const PROGRESS_MIN: usize = 64;
+
+/// Output format of `embed` and `classify`.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// One JSON document with every result.
+    Json,
+    /// One JSON object per input line, in input order.
+    Jsonl,
+    /// Tab-separated: the text, then the values.
+    Tsv,
+}
+
+/// Where the texts come from and how the model runs: shared by `embed` and `classify`.
+#[derive(clap::Args, Debug)]
+pub struct InputArgs {
+    /// The .model file (a BertStyle encoder).
+    pub model: PathBuf,
+    /// A text to process (repeatable).
+    #[arg(long = "text", value_name = "TEXT")]
+    pub texts: Vec<String>,
+    /// A file with one text per line ("-" reads stdin). Without --text or --file, stdin is read.
+    #[arg(short = 'f', long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "jsonl")]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+    /// Texts per forward pass.
+    #[arg(short = 'b', long, default_value_t = 32, value_parser = clap::value_parser!(u64).range(1..))]
+    pub batch_size: u64,
+    /// Worker threads (default: physical cores).
+    #[arg(short = 't', long, value_parser = clap::value_parser!(u64).range(1..))]
+    pub threads: Option<u64>,
+    /// Backend: auto, or a registered name (cpu, wgpu, ...).
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Print load time, encode time and texts/s to stderr.
+    #[arg(long)]
+    pub timings: bool,
+}
+
+impl InputArgs {
+    /// The effective output format.
+    pub fn format(&self) -> Format {
+        if self.json {
+            Format::Json
+        } else {
+            self.format
+        }
+    }
+
+    /// The texts: every --text, then the lines of --file; stdin when neither is given.
+    pub fn texts(&self) -> Result<Vec<String>, Box<dyn std::error::Error>> {
+        let mut texts = self.texts.clone();
+        let source = match &self.file {
+            Some(p) if p.as_os_str() == "-" => Some(TextSource::Stdin),
+            Some(p) => Some(TextSource::File(p.clone())),
+            None if texts.is_empty() => Some(TextSource::Stdin),
+            None => None,
+        };
+        if let Some(source) = source {
+            if source == TextSource::Stdin && std::io::stdin().is_terminal() {
+                eprintln!("reading texts from stdin, one per line (end with Ctrl-D)");
+            }
+            texts.extend(source.read()?);
+        }
+        Ok(texts)
+    }
+
+    /// Loads the model and binds it to the chosen backends; returns the load time too.
+    pub fn encoder(&self) -> Result<(Encoder, f64), Box<dyn std::error::Error>> {
+        let start = Instant::now();
+        let model = cyb_llm::load(&self.model)?;
+        let path = self.model.display().to_string();
+        let mut config = BackendConfig::default();
+        if let Some(t) = self.threads {
+            config.threads = t as usize;
+        }
+        let dispatcher = Dispatcher::new(BackendChoice::parse(&self.backend)?, &config)?;
+        let encoder =
+            Encoder::new(Arc::new(model), dispatcher).map_err(|e| format!("{path}: {e}"))?;
+        Ok((encoder, start.elapsed().as_secs_f64() * 1e3))
+    }
+}
+
+/// A progress bar on stderr for `total` texts, drawn only on a terminal and
+/// for big inputs; `None` otherwise.
+pub fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
+    if total < PROGRESS_MIN || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} texts  {per_sec}  eta {eta}")
+    {
+        bar.set_style(style);
+    }
+    Some(bar)
+}
+
+/// Prints the `--timings` line.
+pub fn print_timings(load_ms: f64, texts: usize, tokens: usize, secs: f64) {
+    eprintln!(
+        "timings: load {load_ms:.1} ms, {texts} texts ({tokens} tokens) in {:.1} ms: {:.1} texts/s, {:.0} tokens/s",
+        secs * 1e3,
+        texts as f64 / secs.max(1e-9),
+        tokens as f64 / secs.max(1e-9)
+    );
+}
+
+/// A text as one TSV field: backslash, tab, CR and LF escaped.
+pub fn tsv_field(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\t' => out.push_str("\\t"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Flushes `out`; a closed pipe (`| head`) ends the command quietly.
+pub fn finish(out: &mut impl Write) -> CmdResult {
+    match out.flush() {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => Err(e.into()),
+        Ok(()) => Ok(ExitCode::SUCCESS),
+    }
+}
+
+/// Turns a broken pipe while writing into a quiet success.
+pub fn written(r: std::io::Result<()>) -> Result<bool, Box<dyn std::error::Error>> {
+    match r {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct EmbedArgs {
+    #[command(flatten)]
+    input: InputArgs,
+    /// Pooling: cls, mean or max (default: the model's).
+    #[arg(long, value_parser = ["cls", "mean", "max"])]
+    pool: Option<String>,
+    /// L2-normalize the embeddings (default: the model's).
+    #[arg(long, conflicts_with = "no_normalize")]
+    normalize: bool,
+    /// Do not normalize, even when the model's default does.
+    #[arg(long)]
+    no_normalize: bool,
+}
+
+pub fn run(a: EmbedArgs) -> CmdResult {
+    let (mut enc, load_ms) = a.input.encoder()?;
+    let texts = a.input.texts()?;
+    let mut opts = EmbedOptions::defaults(enc.bert());
+    if let Some(p) = a.pool.as_deref().and_then(Pooling::parse) {
+        opts.pooling = p;
+    }
+    if a.normalize {
+        opts.normalize = true;
+    }
+    if a.no_normalize {
+        opts.normalize = false;
+    }
+    opts.batch_size = a.input.batch_size as usize;
+    let start = Instant::now();
+    let tokens = enc.tokenize(&texts)?.tokens;
+    let bar = progress_bar(texts.len());
+    let embeddings = enc.embed_tokens(&tokens, &opts, &mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done as u64);
+        }
+    })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if a.input.timings {
+        let count = tokens.iter().map(Vec::len).sum();
+        print_timings(load_ms, texts.len(), count, start.elapsed().as_secs_f64());
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    match a.input.format() {
+        Format::Json => {
+            let data: Vec<_> = texts
+                .iter()
+                .zip(&embeddings)
+                .map(|(t, e)| json!({"text": t, "embedding": e}))
+                .collect();
+            let doc = json!({
+                "model": enc.model().name,
+                "pooling": opts.pooling.name(),
+                "normalized": opts.normalize,
+                "dimensions": enc.bert().config.hidden,
+                "data": data,
+            });
+            if !written(serde_json::to_writer(&mut out, &doc).map_err(std::io::Error::from))?
+                || !written(writeln!(out))?
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        Format::Jsonl => {
+            for (t, e) in texts.iter().zip(&embeddings) {
+                let line = json!({"text": t, "embedding": e});
+                let r = serde_json::to_writer(&mut out, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out));
+                if !written(r)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        Format::Tsv => {
+            for (t, e) in texts.iter().zip(&embeddings) {
+                let mut line = tsv_field(t);
+                for v in e {
+                    line.push('\t');
+                    line.push_str(&v.to_string());
+                }
+                if !written(writeln!(out, "{line}"))? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+    }
+    finish(&mut out)
+}

@@ -1,0 +1,138 @@
+//! Helpers shared by the BertStyle tests: the fixtures of
+//! `scripts/make_bert_fixtures.py`, the real all-MiniLM-L6-v2 folder
+//! (`scripts/fetch-models.sh minilm`) imported once per test binary, and the
+//! classifier folder assembled from MiniLM's files plus the committed head.
+
+#![allow(dead_code)]
+
+use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
+use cyb_llm::encode::Encoder;
+use cyb_llm::import::{import, ImportOptions};
+use safetensors::SafeTensors;
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
+
+/// `tests/fixtures/bert`.
+pub fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bert")
+}
+
+/// A fixture JSON file.
+pub fn fixture(name: &str) -> Value {
+    let path = fixtures().join(name);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+/// `$CYB_MODELS_DIR` or `.cache/models`.
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("CYB_MODELS_DIR") {
+        Some(d) => PathBuf::from(d),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"),
+    }
+}
+
+/// The all-MiniLM-L6-v2 folder; fails (never skips) when it was not fetched.
+pub fn minilm_folder() -> PathBuf {
+    let src = models_dir().join("minilm");
+    assert!(
+        src.join("model.safetensors").is_file(),
+        "{} is missing: run `scripts/fetch-models.sh minilm` first (or set CYB_MODELS_DIR)",
+        src.display()
+    );
+    src
+}
+
+fn import_to(src: &Path, name: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join(name);
+    import(src, &out, &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("import of {} failed: {e}", src.display()));
+    (dir, out)
+}
+
+/// The MiniLM `.model`, imported once per test binary.
+pub fn minilm_model() -> PathBuf {
+    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    MODEL
+        .get_or_init(|| import_to(&minilm_folder(), "minilm.model"))
+        .1
+        .clone()
+}
+
+/// A BertForSequenceClassification folder at MiniLM's shape: MiniLM's
+/// weights and tokenizer, the fixture's config.json and seeded random
+/// classifier head; imported once per test binary.
+pub fn classifier_model() -> PathBuf {
+    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    MODEL
+        .get_or_init(|| {
+            let src = minilm_folder();
+            let folder = tempfile::tempdir().unwrap();
+            for f in [
+                "tokenizer.json",
+                "tokenizer_config.json",
+                "special_tokens_map.json",
+                "vocab.txt",
+            ] {
+                std::fs::copy(src.join(f), folder.path().join(f)).unwrap();
+            }
+            std::fs::copy(
+                fixtures().join("classifier/config.json"),
+                folder.path().join("config.json"),
+            )
+            .unwrap();
+            let base = std::fs::read(src.join("model.safetensors")).unwrap();
+            let head = std::fs::read(fixtures().join("classifier/head.safetensors")).unwrap();
+            let base = SafeTensors::deserialize(&base).unwrap();
+            let head = SafeTensors::deserialize(&head).unwrap();
+            let all: Vec<(String, safetensors::tensor::TensorView<'_>)> =
+                base.tensors().into_iter().chain(head.tensors()).collect();
+            safetensors::serialize_to_file(all, &None, &folder.path().join("model.safetensors"))
+                .unwrap();
+            let (dir, out) = import_to(folder.path(), "classifier.model");
+            drop(folder);
+            (dir, out)
+        })
+        .1
+        .clone()
+}
+
+/// An encoder on the cpu backend with `threads` threads.
+pub fn encoder(path: &Path, threads: usize) -> Encoder {
+    let model = cyb_llm::load(path).unwrap_or_else(|e| panic!("load: {e}"));
+    let config = BackendConfig { threads };
+    let dispatcher = Dispatcher::new(BackendChoice::Named("cpu".into()), &config).unwrap();
+    Encoder::new(Arc::new(model), dispatcher).unwrap()
+}
+
+/// A JSON array of numbers as f32.
+pub fn floats(v: &Value) -> Vec<f32> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_f64().unwrap() as f32)
+        .collect()
+}
+
+/// Cosine similarity (f64 accumulation).
+pub fn cosine(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let dot: f64 = a.iter().zip(b).map(|(&x, &y)| x as f64 * y as f64).sum();
+    let na: f64 = a.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    let nb: f64 = b.iter().map(|&x| (x as f64).powi(2)).sum::<f64>().sqrt();
+    dot / (na * nb)
+}
+
+/// `max |a - b| / max(max |b|, 1e-6)` (ops.md's relative error).
+pub fn rel_err(a: &[f32], b: &[f32]) -> f32 {
+    assert_eq!(a.len(), b.len());
+    let diff = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0f32, f32::max);
+    let scale = b.iter().map(|y| y.abs()).fold(0.0f32, f32::max).max(1e-6);
+    diff / scale
+}
