@@ -389,9 +389,9 @@ unsafe fn q2_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
         for c in 0..2 {
             let v = load(p.add(16 + 32 * c));
             let sc = if c == 0 { sc_a } else { sc_b };
-            for s in 0..4 {
+            for (s, quad) in QUAD.iter().enumerate() {
                 let t = 4 * c + s;
-                let pair = _mm256_shuffle_epi8(sc, mask(&QUAD[s]));
+                let pair = _mm256_shuffle_epi8(sc, mask(quad));
                 let x = dot_u8_scaled(field(v, 2 * s as u32, 3), load(qa.add(32 * t)), pair);
                 sumi = _mm256_add_epi32(sumi, x);
             }
@@ -428,10 +428,10 @@ unsafe fn q3_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
         for c in 0..2 {
             let v = load(p.add(32 + 32 * c));
             let sc = if c == 0 { sc_a } else { sc_b };
-            for s in 0..4 {
+            for (s, quad) in QUAD.iter().enumerate() {
                 let t = 4 * c + s;
                 let codes = _mm256_or_si256(field(v, 2 * s as u32, 3), bit_to(hm, t as u32, 4));
-                let pair = _mm256_shuffle_epi8(sc, mask(&QUAD[s]));
+                let pair = _mm256_shuffle_epi8(sc, mask(quad));
                 sumi = _mm256_add_epi32(sumi, dot_u8_scaled(codes, load(qa.add(32 * t)), pair));
             }
         }
