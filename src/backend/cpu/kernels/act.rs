@@ -29,21 +29,27 @@ pub struct Q8KBlock {
     pub d: f32,
 }
 
-/// Quantizes `x` (any length) to `qs` with one scale: `d = max|x| / 127`. A non-finite
-/// input makes `d` NaN, so the products built on it are NaN as the reference's would be.
+/// Quantizes `x` (any length) to `qs` with one scale: `d = max|x| / 127`, values rounded to
+/// nearest (ties to even). A non-finite input makes `d` NaN, so the products built on it are
+/// NaN as the reference's would be. Written with integer bit tricks instead of `f32::max` /
+/// `f32::round` so that it vectorizes (no libm calls).
 fn quantize_run(x: &[f32], qs: &mut [i8]) -> f32 {
-    let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-    if !x.iter().all(|v| v.is_finite()) {
+    // |x| as bits: for finite values their order is the numeric order; NaN and inf are larger.
+    let max_bits = x.iter().fold(0u32, |m, v| m.max(v.to_bits() & 0x7fff_ffff));
+    if max_bits >= 0x7f80_0000 {
         qs.fill(0);
         return f32::NAN;
     }
+    let amax = f32::from_bits(max_bits);
     if amax == 0.0 {
         qs.fill(0);
         return 0.0;
     }
     let id = 127.0 / amax;
     for (q, &v) in qs.iter_mut().zip(x) {
-        *q = (v * id).round() as i8;
+        // Adding 1.5 * 2^23 leaves round(v * id) in the low mantissa bits.
+        let r = (v * id + 12_582_912.0).to_bits() as i32 - 0x4b40_0000;
+        *q = r.clamp(-127, 127) as i8;
     }
     amax / 127.0
 }

@@ -187,17 +187,20 @@ unsafe fn f16_imp(w: &[u8], x: &[f32]) -> f32 {
     let n = x.len().min(w.len() / 2);
     let wp = w.as_ptr();
     let xp = x.as_ptr();
-    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
-    while i + 16 <= n {
+    while i + 32 <= n {
         for (u, a) in acc.iter_mut().enumerate() {
             let o = i + 8 * u;
             let wv = _mm256_cvtph_ps(_mm_loadu_si128(wp.add(2 * o) as *const __m128i));
             *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xp.add(o)), *a);
         }
-        i += 16;
+        i += 32;
     }
-    let mut s = hsum(_mm256_add_ps(acc[0], acc[1]));
+    let mut s = hsum(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ));
     while i < n {
         s += f16_at(wp.add(2 * i)) * x[i];
         i += 1;
@@ -210,18 +213,21 @@ unsafe fn bf16_imp(w: &[u8], x: &[f32]) -> f32 {
     let n = x.len().min(w.len() / 2);
     let wp = w.as_ptr();
     let xp = x.as_ptr();
-    let mut acc = [_mm256_setzero_ps(); 2];
+    let mut acc = [_mm256_setzero_ps(); 4];
     let mut i = 0;
-    while i + 16 <= n {
+    while i + 32 <= n {
         for (u, a) in acc.iter_mut().enumerate() {
             let o = i + 8 * u;
             let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(wp.add(2 * o) as *const __m128i));
             let wv = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
             *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(xp.add(o)), *a);
         }
-        i += 16;
+        i += 32;
     }
-    let mut s = hsum(_mm256_add_ps(acc[0], acc[1]));
+    let mut s = hsum(_mm256_add_ps(
+        _mm256_add_ps(acc[0], acc[1]),
+        _mm256_add_ps(acc[2], acc[3]),
+    ));
     while i < n {
         let bits = (wp.add(2 * i) as *const u16).read_unaligned();
         s += f32::from_bits((bits as u32) << 16) * x[i];
