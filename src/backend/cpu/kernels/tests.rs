@@ -250,3 +250,25 @@ fn supports_exactly_the_matmul_encodings() {
         assert_eq!(supports(dtype), DTYPES.contains(&dtype), "{dtype}");
     }
 }
+
+#[test]
+fn force_portable_switches_the_active_path() {
+    let mut rng = ChaCha8Rng::seed_from_u64(16);
+    let (n, k) = (5, 64);
+    let w = weights(&mut rng, DType::Q8_0, n, k);
+    let x: Vec<f32> = (0..k).map(|_| rng.gen_range(-1.0..1.0)).collect();
+    let env_portable = std::env::var("CYB_LLM_PORTABLE_KERNELS").is_ok_and(|v| v == "1");
+    let best = if KernelPath::Avx2.available() && !env_portable {
+        KernelPath::Avx2
+    } else {
+        KernelPath::Portable
+    };
+    for (force, path) in [(true, KernelPath::Portable), (false, best)] {
+        set_force_portable(force);
+        assert_eq!(active_path(), path);
+        let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
+        matvec(DType::Q8_0, &w, n, k, &x, &mut a);
+        matmul_with(path, DType::Q8_0, &w, n, k, &x, 1, &mut b);
+        assert_eq!(a, b);
+    }
+}
