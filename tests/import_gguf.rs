@@ -5,7 +5,7 @@
 //! reads it). Models come from `$CYB_MODELS_DIR` (default `.cache/models`), which
 //! scripts/fetch-models.sh fills.
 
-use cyb_llm::import::{self, ImportOptions};
+use cyb_llm::import::{self, gguf, ImportOptions};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -282,4 +282,183 @@ fn unsupported_tensor_type_is_named() {
         "{msg}"
     );
     assert!(!dir.path().join("t.model").exists());
+}
+
+#[test]
+fn quant_q8_0_requantizes_matrices_and_keeps_vectors() {
+    let src = model_file("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let dir = tempfile::tempdir().unwrap();
+    let (keep, q8) = (dir.path().join("keep.model"), dir.path().join("q8.model"));
+    import::import(&src, &keep, &ImportOptions::default()).unwrap();
+    let opts = ImportOptions {
+        quant: import::QuantChoice::Q8_0,
+        ..Default::default()
+    };
+    import::import(&src, &q8, &opts).unwrap();
+    let (keep, q8) = (cyb_llm::load(&keep).unwrap(), cyb_llm::load(&q8).unwrap());
+    assert_eq!(keep.tensors.len(), q8.tensors.len());
+    for entry in keep.tensors.entries() {
+        let a = keep.tensor_of(entry);
+        let b = q8.tensor(&entry.name).unwrap();
+        assert_eq!(a.entry.shape, b.entry.shape, "{}", entry.name);
+        let (x, y) = (a.dequantize().unwrap(), b.dequantize().unwrap());
+        if entry.shape.len() == 1 {
+            assert_eq!(
+                b.entry.dtype, a.entry.dtype,
+                "{} must stay as it is",
+                entry.name
+            );
+            assert_eq!(x, y, "{}", entry.name);
+            continue;
+        }
+        assert_eq!(b.entry.dtype.name(), "q8_0", "{}", entry.name);
+        // q8_0 rounds each value to the nearest step amax/127 of its 32-value block.
+        for (bx, by) in x.chunks(32).zip(y.chunks(32)) {
+            let amax = bx.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let tol = amax / 127.0 * 0.5 + amax * 1e-3 + 1e-7;
+            for (u, v) in bx.iter().zip(by) {
+                assert!(
+                    (u - v).abs() <= tol,
+                    "{}: {u} vs {v} (tol {tol})",
+                    entry.name
+                );
+            }
+        }
+    }
+}
+
+/// Serializes a GGUF v3 file (integers as u64/i64, floats as f64; alignment 32).
+fn write_gguf(
+    kv: &[(String, gguf::reader::Value)],
+    tensors: &[(String, Vec<usize>, u32, &[u8])],
+) -> Vec<u8> {
+    use gguf::reader::Value;
+    fn str_(b: &mut Vec<u8>, s: &str) {
+        b.extend((s.len() as u64).to_le_bytes());
+        b.extend(s.as_bytes());
+    }
+    fn type_of(v: &Value) -> u32 {
+        match v {
+            Value::UInt(_) => 10,
+            Value::Int(_) => 11,
+            Value::Float(_) => 12,
+            Value::Bool(_) => 7,
+            Value::Str(_) => 8,
+            Value::Array(_) => 9,
+        }
+    }
+    fn value(b: &mut Vec<u8>, v: &Value) {
+        match v {
+            Value::UInt(x) => b.extend(x.to_le_bytes()),
+            Value::Int(x) => b.extend(x.to_le_bytes()),
+            Value::Float(x) => b.extend(x.to_le_bytes()),
+            Value::Bool(x) => b.push(*x as u8),
+            Value::Str(s) => str_(b, s),
+            Value::Array(a) => {
+                b.extend(a.first().map(type_of).unwrap_or(0).to_le_bytes());
+                b.extend((a.len() as u64).to_le_bytes());
+                for x in a {
+                    value(b, x);
+                }
+            }
+        }
+    }
+    let mut b = b"GGUF".to_vec();
+    b.extend(3u32.to_le_bytes());
+    b.extend((tensors.len() as u64).to_le_bytes());
+    b.extend((kv.len() as u64).to_le_bytes());
+    for (k, v) in kv {
+        str_(&mut b, k);
+        b.extend(type_of(v).to_le_bytes());
+        value(&mut b, v);
+    }
+    let mut offset = 0u64;
+    for (name, shape, ty, data) in tensors {
+        str_(&mut b, name);
+        b.extend((shape.len() as u32).to_le_bytes());
+        for d in shape.iter().rev() {
+            b.extend((*d as u64).to_le_bytes());
+        }
+        b.extend(ty.to_le_bytes());
+        b.extend(offset.to_le_bytes());
+        offset = (offset + data.len() as u64).next_multiple_of(32);
+    }
+    for (_, _, _, data) in tensors {
+        b.resize(b.len().next_multiple_of(32), 0);
+        b.extend(*data);
+    }
+    b
+}
+
+#[test]
+fn split_gguf_imports_like_the_single_file() {
+    use gguf::reader::Value;
+    let src = model_file("smollm2/SmolLM2-135M-Instruct.Q4_1.gguf");
+    let bytes = std::fs::read(&src).unwrap();
+    let header = gguf::reader::parse(&bytes).unwrap();
+    let tensors: Vec<_> = header
+        .tensors
+        .iter()
+        .map(|t| {
+            (
+                t.name.clone(),
+                t.shape.clone(),
+                t.ggml_type,
+                &bytes[t.start..t.start + t.len],
+            )
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3;
+    let per = tensors.len().div_ceil(n);
+    for (i, chunk) in tensors.chunks(per).enumerate() {
+        let mut kv: Vec<(String, Value)> = if i == 0 {
+            header
+                .kv
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        kv.push(("split.no".into(), Value::UInt(i as u64)));
+        kv.push(("split.count".into(), Value::UInt(n as u64)));
+        kv.push((
+            "split.tensors.count".into(),
+            Value::UInt(tensors.len() as u64),
+        ));
+        let path = dir.path().join(format!("smol-{:05}-of-{n:05}.gguf", i + 1));
+        std::fs::write(path, write_gguf(&kv, chunk)).unwrap();
+    }
+    let (single, split) = (
+        dir.path().join("single.model"),
+        dir.path().join("split.model"),
+    );
+    import::import(&src, &single, &ImportOptions::default()).unwrap();
+    let second = dir.path().join(format!("smol-00002-of-{n:05}.gguf"));
+    import::import(&second, &split, &ImportOptions::default()).unwrap();
+    let (a, b) = (
+        cyb_llm::load(&single).unwrap(),
+        cyb_llm::load(&split).unwrap(),
+    );
+    assert_eq!(a.config, b.config);
+    assert_eq!(a.vocab, b.vocab);
+    assert_eq!(a.tensors.len(), b.tensors.len());
+    for e in a.tensors.entries() {
+        let (x, y) = (a.tensor_of(e), b.tensor(&e.name).unwrap());
+        assert_eq!(
+            (x.entry.shape.clone(), x.entry.dtype),
+            (y.entry.shape.clone(), y.entry.dtype)
+        );
+        assert!(x.bytes == y.bytes, "{} differs", e.name);
+    }
+    assert_eq!(b.name, "smol");
+    std::fs::remove_file(dir.path().join(format!("smol-00003-of-{n:05}.gguf"))).unwrap();
+    let err = import::import(
+        &second,
+        &dir.path().join("x.model"),
+        &ImportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("missing"), "{err}");
 }
