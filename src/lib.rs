@@ -6,6 +6,7 @@
 //! trait, dispatcher and backends), [`curated`] (hand-written model families),
 //! [`graph`] (the graph-IR path).
 
+pub mod audio;
 pub mod backend;
 pub mod curated;
 pub mod dtype;
@@ -17,6 +18,7 @@ pub mod import;
 pub mod loader;
 pub mod quant;
 pub mod tokenizer;
+pub mod transcribe;
 
 pub use dtype::DType;
 pub use error::{ExecutionError, ImportError, LoadError};

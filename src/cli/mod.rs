@@ -4,6 +4,7 @@ mod classify;
 mod embed;
 mod import;
 mod inspect;
+mod transcribe;
 mod validate;
 
 use clap::{Parser, Subcommand};
@@ -28,6 +29,8 @@ enum Command {
     Inspect(inspect::InspectArgs),
     /// Load a .model file and check it; --deep decodes every tensor.
     Validate(validate::ValidateArgs),
+    /// Speech to text for many audio files (WhisperStyle models).
+    Transcribe(transcribe::TranscribeArgs),
     /// Sentence embeddings of texts (one per line; --text, --file or stdin).
     Embed(embed::EmbedArgs),
     /// Labels and scores of a sequence classifier (one text per line).
@@ -40,6 +43,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Import(a) => import::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Validate(a) => validate::run(a),
+        Command::Transcribe(a) => transcribe::run(a),
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
     }

@@ -10,3 +10,4 @@
 
 pub mod bert;
 pub mod llama;
+pub mod whisper;

@@ -1,6 +1,7 @@
 //! Importers: write `.model` files from the formats small real models ship in.
 //! Each source format is one module; [`import`] picks it from the source path.
 
+pub mod ct2;
 pub mod gguf;
 pub mod hf;
 pub mod requant;
@@ -49,11 +50,16 @@ pub struct ImportOptions {
 pub enum SourceKind {
     Gguf,
     HuggingFace,
+    /// A CTranslate2 model folder (`model.bin` + `config.json`; Whisper).
+    Ct2,
 }
 
 /// Detects the source format of `source`.
 pub fn detect(source: &Path) -> Result<SourceKind, ImportError> {
     if source.is_dir() {
+        if ct2::is_ct2_folder(source) {
+            return Ok(SourceKind::Ct2);
+        }
         if source.join("config.json").is_file() {
             return Ok(SourceKind::HuggingFace);
         }
@@ -93,5 +99,6 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     match detect(source)? {
         SourceKind::Gguf => gguf::import(source, out, opts),
         SourceKind::HuggingFace => hf::import(source, out, opts),
+        SourceKind::Ct2 => ct2::import(source, out, opts),
     }
 }

@@ -11,6 +11,8 @@ pub enum Family {
     LlamaStyle,
     /// Encoders: embeddings and classification (bert, roberta).
     BertStyle,
+    /// Speech recognition, encoder-decoder (whisper).
+    WhisperStyle,
 }
 
 impl Family {
@@ -20,6 +22,7 @@ impl Family {
             "llama" | "mistral" | "qwen2" | "qwen3" | "smollm" | "smollm2" | "gemma" | "gemma2"
             | "gemma3" | "gemma3_text" | "phi3" | "granite" | "olmo2" => Some(Family::LlamaStyle),
             "bert" | "roberta" | "xlm-roberta" => Some(Family::BertStyle),
+            "whisper" => Some(Family::WhisperStyle),
             _ => None,
         }
     }
@@ -29,6 +32,7 @@ impl Family {
         match self {
             Family::LlamaStyle => "LlamaStyle",
             Family::BertStyle => "BertStyle",
+            Family::WhisperStyle => "WhisperStyle",
         }
     }
 }
@@ -72,6 +76,7 @@ pub fn required_tensors(
     match family {
         Family::LlamaStyle => llama_tensors(config, tensors),
         Family::BertStyle => bert_tensors(config),
+        Family::WhisperStyle => whisper_tensors(config),
     }
 }
 
@@ -267,5 +272,108 @@ fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
         linear(&mut t, format!("{l}.output.dense"), hidden, inter);
         norm(&mut t, format!("{l}.output.LayerNorm"));
     }
+    Ok(t)
+}
+
+fn extra_usize(config: &Config, key: &str) -> Option<usize> {
+    config
+        .architecture
+        .extra
+        .get(key)
+        .and_then(|v| v.as_integer())
+        .and_then(|v| usize::try_from(v).ok())
+}
+
+/// Hugging Face Whisper names; the `k_proj` biases are optional (Whisper has none;
+/// CTranslate2 imports carry its zero filler).
+fn whisper_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
+    let a = &config.architecture;
+    let d = need(a.hidden_size, "hidden_size")?;
+    need(a.num_attention_heads, "num_attention_heads")?;
+    let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
+    let ffn = need(a.intermediate_size, "intermediate_size")?;
+    let vocab = need(a.vocab_size, "vocab_size")?;
+    let text_ctx = need(a.max_position_embeddings, "max_position_embeddings")?;
+    let n_mels = need(extra_usize(config, "n_mels"), "n_mels")?;
+    let enc_layers = need(extra_usize(config, "encoder_layers"), "encoder_layers")?;
+    need(
+        extra_usize(config, "encoder_attention_heads"),
+        "encoder_attention_heads",
+    )?;
+    let enc_ffn = need(extra_usize(config, "encoder_ffn_dim"), "encoder_ffn_dim")?;
+    let audio_ctx = need(
+        extra_usize(config, "max_source_positions"),
+        "max_source_positions",
+    )?;
+    let mut t = Vec::new();
+    let linear = |t: &mut Vec<RequiredTensor>, p: String, out: usize, inp: usize, bias: bool| {
+        push(t, format!("{p}.weight"), vec![out, inp], true);
+        push(t, format!("{p}.bias"), vec![out], bias);
+    };
+    let norm = |t: &mut Vec<RequiredTensor>, p: String| {
+        push(t, format!("{p}.weight"), vec![d], true);
+        push(t, format!("{p}.bias"), vec![d], true);
+    };
+    let attn = |t: &mut Vec<RequiredTensor>, p: String| {
+        linear(t, format!("{p}.q_proj"), d, d, true);
+        linear(t, format!("{p}.k_proj"), d, d, false);
+        linear(t, format!("{p}.v_proj"), d, d, true);
+        linear(t, format!("{p}.out_proj"), d, d, true);
+    };
+    push(&mut t, "model.mel_filters".into(), vec![n_mels, 201], true);
+    push(
+        &mut t,
+        "model.encoder.conv1.weight".into(),
+        vec![d, n_mels, 3],
+        true,
+    );
+    push(&mut t, "model.encoder.conv1.bias".into(), vec![d], true);
+    push(
+        &mut t,
+        "model.encoder.conv2.weight".into(),
+        vec![d, d, 3],
+        true,
+    );
+    push(&mut t, "model.encoder.conv2.bias".into(), vec![d], true);
+    push(
+        &mut t,
+        "model.encoder.embed_positions.weight".into(),
+        vec![audio_ctx, d],
+        true,
+    );
+    for i in 0..enc_layers {
+        let l = format!("model.encoder.layers.{i}");
+        norm(&mut t, format!("{l}.self_attn_layer_norm"));
+        attn(&mut t, format!("{l}.self_attn"));
+        norm(&mut t, format!("{l}.final_layer_norm"));
+        linear(&mut t, format!("{l}.fc1"), enc_ffn, d, true);
+        linear(&mut t, format!("{l}.fc2"), d, enc_ffn, true);
+    }
+    norm(&mut t, "model.encoder.layer_norm".into());
+    push(
+        &mut t,
+        "model.decoder.embed_tokens.weight".into(),
+        vec![vocab, d],
+        true,
+    );
+    push(
+        &mut t,
+        "model.decoder.embed_positions.weight".into(),
+        vec![text_ctx, d],
+        true,
+    );
+    for i in 0..layers {
+        let l = format!("model.decoder.layers.{i}");
+        norm(&mut t, format!("{l}.self_attn_layer_norm"));
+        attn(&mut t, format!("{l}.self_attn"));
+        norm(&mut t, format!("{l}.encoder_attn_layer_norm"));
+        attn(&mut t, format!("{l}.encoder_attn"));
+        norm(&mut t, format!("{l}.final_layer_norm"));
+        linear(&mut t, format!("{l}.fc1"), ffn, d, true);
+        linear(&mut t, format!("{l}.fc2"), d, ffn, true);
+    }
+    norm(&mut t, "model.decoder.layer_norm".into());
+    let tied = a.tie_word_embeddings.unwrap_or(true);
+    push(&mut t, "proj_out.weight".into(), vec![vocab, d], !tied);
     Ok(t)
 }

@@ -1,0 +1,216 @@
+//! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
+//! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps]`: one model
+//! load for the whole batch; a bad file is reported and the batch goes on; exit 1
+//! if any file failed, after a summary line.
+
+use super::CmdResult;
+use cyb_llm::backend::BackendChoice;
+use cyb_llm::transcribe::format::{render, Format};
+use cyb_llm::transcribe::{SpeechModel, SpeechOptions, TranscribeOptions};
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct TranscribeArgs {
+    /// A WhisperStyle .model file.
+    model: PathBuf,
+    /// Audio files (wav, flac, mp3, ogg; any sample rate and channel count).
+    audio: Vec<PathBuf>,
+    /// Read more paths from LIST, one per line (`-` = stdin).
+    #[arg(long, value_name = "LIST")]
+    files_from: Option<String>,
+    /// Spoken language (`auto` detects it; English-only models ignore it).
+    #[arg(short = 'l', long, default_value = "auto")]
+    language: String,
+    /// Translate to English (multilingual models).
+    #[arg(long)]
+    translate: bool,
+    /// Do not predict timestamps (one segment per 30 s window).
+    #[arg(long)]
+    no_timestamps: bool,
+    /// Output formats, comma separated: txt, srt, vtt, json.
+    #[arg(long, default_value = "txt", value_delimiter = ',', value_parser = parse_format)]
+    format: Vec<Format>,
+    /// Write STEM.txt / STEM.srt / ... into DIR instead of printing to stdout.
+    #[arg(short = 'o', long, value_name = "DIR")]
+    output_dir: Option<PathBuf>,
+    /// Skip inputs whose outputs all exist in the output folder.
+    #[arg(long)]
+    skip_existing: bool,
+    /// Worker threads (default: physical cores).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Backend: auto | cpu | wgpu | ...
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// Temperature fallback off: greedy decoding only.
+    #[arg(long)]
+    no_fallback: bool,
+}
+
+fn parse_format(s: &str) -> Result<Format, String> {
+    Format::parse(s).ok_or_else(|| format!("unknown format `{s}` (txt|srt|vtt|json)"))
+}
+
+fn inputs(a: &TranscribeArgs) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>> {
+    let mut files = a.audio.clone();
+    if let Some(list) = &a.files_from {
+        let lines: Vec<String> = if list == "-" {
+            std::io::stdin().lock().lines().collect::<Result<_, _>>()?
+        } else {
+            let f = std::fs::File::open(list).map_err(|e| format!("{list}: cannot read: {e}"))?;
+            std::io::BufReader::new(f)
+                .lines()
+                .collect::<Result<_, _>>()?
+        };
+        files.extend(
+            lines
+                .iter()
+                .map(|l| l.trim())
+                .filter(|l| !l.is_empty())
+                .map(PathBuf::from),
+        );
+    }
+    if files.is_empty() {
+        return Err("no audio files given (pass paths or --files-from LIST)".into());
+    }
+    Ok(files)
+}
+
+fn output_path(dir: &Path, input: &Path, f: Format) -> PathBuf {
+    let stem = input
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "audio".into());
+    dir.join(format!("{stem}.{}", f.extension()))
+}
+
+pub fn run(a: TranscribeArgs) -> CmdResult {
+    let files = inputs(&a)?;
+    if let Some(dir) = &a.output_dir {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
+    }
+    let started = Instant::now();
+    let mut opts = SpeechOptions {
+        backend: BackendChoice::parse(&a.backend)?,
+        ..Default::default()
+    };
+    if let Some(t) = a.threads {
+        opts.threads = t.max(1);
+    }
+    let model = SpeechModel::load(&a.model, &opts)?;
+    let load_s = started.elapsed().as_secs_f64();
+    let topts = TranscribeOptions {
+        language: (a.language != "auto").then(|| a.language.clone()),
+        translate: a.translate,
+        timestamps: !a.no_timestamps,
+        temperatures: if a.no_fallback {
+            vec![0.0]
+        } else {
+            TranscribeOptions::default().temperatures
+        },
+        ..Default::default()
+    };
+    let bar = std::io::stderr().is_terminal().then(|| {
+        let b = indicatif::ProgressBar::new(files.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} files {msg}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b
+    });
+    let report = |msg: String| match &bar {
+        Some(b) => b.println(msg),
+        None => eprintln!("{msg}"),
+    };
+    let (mut done, mut skipped, mut failed) = (0usize, 0usize, 0usize);
+    let (mut audio_s, mut work_s) = (0.0f64, 0.0f64);
+    let stdout = std::io::stdout();
+    for file in &files {
+        if let Some(b) = &bar {
+            b.set_message(file.display().to_string());
+        }
+        if let (true, Some(dir)) = (a.skip_existing, &a.output_dir) {
+            if a.format
+                .iter()
+                .all(|&f| output_path(dir, file, f).is_file())
+            {
+                skipped += 1;
+                if let Some(b) = &bar {
+                    b.inc(1);
+                }
+                continue;
+            }
+        }
+        let t0 = Instant::now();
+        let result = model
+            .transcribe_file(file, &topts)
+            .map_err(|e| e.to_string())
+            .and_then(|t| {
+                let name = file.display().to_string();
+                match &a.output_dir {
+                    Some(dir) => {
+                        for &f in &a.format {
+                            let path = output_path(dir, file, f);
+                            write_atomic(&path, &render(&t, f, &name))?;
+                        }
+                    }
+                    None => {
+                        let mut out = stdout.lock();
+                        for &f in &a.format {
+                            out.write_all(render(&t, f, &name).as_bytes())
+                                .map_err(|e| format!("stdout: {e}"))?;
+                        }
+                        out.flush().map_err(|e| format!("stdout: {e}"))?;
+                    }
+                }
+                Ok(t)
+            });
+        match result {
+            Ok(t) => {
+                done += 1;
+                audio_s += t.duration;
+                work_s += t0.elapsed().as_secs_f64();
+            }
+            Err(e) => {
+                failed += 1;
+                report(format!("error: {e}"));
+            }
+        }
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    let rtf = if audio_s > 0.0 { work_s / audio_s } else { 0.0 };
+    eprintln!(
+        "transcribed {done} of {} files ({skipped} skipped, {failed} failed); audio {audio_s:.1} s in {work_s:.2} s (RTF {rtf:.3}); model load {load_s:.2} s",
+        files.len()
+    );
+    Ok(if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// Writes `text` to `path` through a temp file in the same folder, then renames.
+fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let err = |e: std::io::Error| format!("{}: cannot write: {e}", path.display());
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".cyb-transcribe-")
+        .tempfile_in(dir)
+        .map_err(err)?;
+    tmp.write_all(text.as_bytes()).map_err(err)?;
+    tmp.persist(path).map_err(|e| err(e.error))?;
+    Ok(())
+}

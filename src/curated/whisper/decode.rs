@@ -1,0 +1,620 @@
+//! Whisper decoding as the reference implementation (openai-whisper's
+//! `transcribe` / `DecodingTask`) does it:
+//!
+//! - the whole input's log-mel is computed once with 30 s of zeros appended;
+//!   windows of 3000 frames start at `seek`;
+//! - prompt: `<|startofprev|>` + up to 223 previous text tokens (when conditioning
+//!   on previous text), then `<|startoftranscript|>`, and for multilingual models
+//!   `<|lang|>` (detected from the first window when not given) and
+//!   `<|transcribe|>` / `<|translate|>`; `<|notimestamps|>` when timestamps are off;
+//! - logit filters: blank / `<|endoftext|>` suppressed at the first step, the
+//!   `suppress_tokens` list plus the task tokens always, and the timestamp rules
+//!   (pairs, monotonic, the first token a timestamp <= 1.0 s, timestamps forced
+//!   when their total probability beats every text token);
+//! - greedy decoding (temperature 0), up to 224 tokens; temperature fallback
+//!   (0.2, 0.4, ...) when the compression ratio > 2.4 or the average log-prob
+//!   < -1.0, unless the window is silence (no-speech probability > 0.6);
+//! - a window with no-speech probability > 0.6 and average log-prob < -1.0 is
+//!   skipped; segments are cut at consecutive timestamp pairs, and `seek`
+//!   advances to the last complete timestamp (or the whole window).
+
+use super::{EncoderOutput, Whisper};
+use crate::audio::mel::{log_mel, HOP};
+use crate::backend::ExecContext;
+use crate::error::ExecutionError;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::io::Write;
+
+/// Seconds per timestamp token.
+pub const TIME_PRECISION: f64 = 0.02;
+/// Samples per 30 s window.
+pub const N_SAMPLES: usize = 480_000;
+
+/// Options of [`Whisper::transcribe`]; `Default` gives the reference defaults.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TranscribeOptions {
+    /// Spoken language code (`en`, `de`, ...); `None` detects it (multilingual models).
+    pub language: Option<String>,
+    /// Translate to English instead of transcribing (multilingual models).
+    pub translate: bool,
+    /// Predict timestamps (segments cut at them); off gives one segment per window.
+    pub timestamps: bool,
+    /// Temperatures tried in order (fallback); the first is normally 0 (greedy).
+    pub temperatures: Vec<f32>,
+    /// Fallback when the text's gzip compression ratio is above this.
+    pub compression_ratio_threshold: Option<f64>,
+    /// Fallback when the average log-probability is below this.
+    pub logprob_threshold: Option<f64>,
+    /// A window is silence when the no-speech probability is above this (and the
+    /// average log-probability is below `logprob_threshold`).
+    pub no_speech_threshold: Option<f64>,
+    /// Prompt each window with the previous windows' text.
+    pub condition_on_previous_text: bool,
+    /// Seed of the sampler used at temperatures above 0.
+    pub seed: u64,
+}
+
+impl Default for TranscribeOptions {
+    fn default() -> Self {
+        TranscribeOptions {
+            language: None,
+            translate: false,
+            timestamps: true,
+            temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
+            compression_ratio_threshold: Some(2.4),
+            logprob_threshold: Some(-1.0),
+            no_speech_threshold: Some(0.6),
+            condition_on_previous_text: true,
+            seed: 0,
+        }
+    }
+}
+
+/// One transcribed segment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Segment {
+    /// Start in seconds.
+    pub start: f64,
+    /// End in seconds.
+    pub end: f64,
+    /// Text (with Whisper's leading space).
+    pub text: String,
+    /// Text token ids.
+    pub tokens: Vec<u32>,
+    /// Average log-probability of the window's decoding.
+    pub avg_logprob: f64,
+    /// Probability of `<|nospeech|>` at the window's start.
+    pub no_speech_prob: f64,
+    /// Temperature of the accepted decoding.
+    pub temperature: f32,
+    /// gzip compression ratio of the window's text.
+    pub compression_ratio: f64,
+}
+
+/// The result of [`Whisper::transcribe`].
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Transcript {
+    /// Segments in time order (empty-text segments left out).
+    pub segments: Vec<Segment>,
+    /// Language code used (`en` for English-only models).
+    pub language: String,
+    /// Audio duration in seconds.
+    pub duration: f64,
+}
+
+impl Transcript {
+    /// All segments' text joined.
+    pub fn text(&self) -> String {
+        self.segments.iter().map(|s| s.text.as_str()).collect()
+    }
+}
+
+/// One decoding of one window.
+#[derive(Debug, Clone)]
+struct DecodeResult {
+    /// Sampled tokens without the prompt and without `<|endoftext|>`.
+    tokens: Vec<u32>,
+    avg_logprob: f64,
+    no_speech_prob: f64,
+    temperature: f32,
+    compression_ratio: f64,
+}
+
+/// gzip (zlib) compression ratio of `text`, as openai-whisper computes it.
+pub fn compression_ratio(text: &str) -> f64 {
+    if text.is_empty() {
+        return 0.0;
+    }
+    let mut e = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    // Writing to a Vec cannot fail.
+    let packed = e
+        .write_all(text.as_bytes())
+        .and_then(|()| e.finish())
+        .map_or(text.len(), |v| v.len());
+    text.len() as f64 / packed.max(1) as f64
+}
+
+/// Log-softmax of `x` (f64 accumulation).
+fn log_softmax(x: &[f32]) -> Vec<f32> {
+    let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    if max == f32::NEG_INFINITY {
+        return vec![f32::NEG_INFINITY; x.len()];
+    }
+    let sum: f64 = x.iter().map(|&v| f64::from(v - max).exp()).sum();
+    let lse = f64::from(max) + sum.ln();
+    x.iter().map(|&v| (f64::from(v) - lse) as f32).collect()
+}
+
+/// The rules of openai-whisper's `ApplyTimestampRules` on the logits of the next
+/// token, given the sampled tokens so far (without the prompt).
+pub fn apply_timestamp_rules(
+    logits: &mut [f32],
+    sampled: &[u32],
+    ts_begin: u32,
+    eot: u32,
+    no_timestamps: u32,
+    max_initial_timestamp_index: Option<u32>,
+) {
+    let ts = ts_begin as usize;
+    let len = logits.len();
+    let ninf = f32::NEG_INFINITY;
+    if let Some(l) = logits.get_mut(no_timestamps as usize) {
+        *l = ninf;
+    }
+    let n = sampled.len();
+    let last_ts = n >= 1 && sampled[n - 1] >= ts_begin;
+    let penultimate_ts = n < 2 || sampled[n - 2] >= ts_begin;
+    if last_ts {
+        if penultimate_ts {
+            logits[ts..].fill(ninf);
+        } else {
+            logits[..(eot as usize).min(len)].fill(ninf);
+        }
+    }
+    if let Some(&last) = sampled.iter().rev().find(|&&t| t >= ts_begin) {
+        let upto = if last_ts && !penultimate_ts {
+            last
+        } else {
+            last + 1
+        };
+        let upto = (upto as usize).min(logits.len());
+        if upto > ts {
+            logits[ts..upto].fill(ninf);
+        }
+    }
+    if n == 0 {
+        logits[..ts.min(len)].fill(ninf);
+        if let Some(m) = max_initial_timestamp_index {
+            let last_allowed = ts + m as usize;
+            if last_allowed + 1 < logits.len() {
+                logits[last_allowed + 1..].fill(ninf);
+            }
+        }
+    }
+    let lp = log_softmax(logits);
+    if ts < lp.len() {
+        let max_ts = lp[ts..].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let ts_lse = if max_ts == f32::NEG_INFINITY {
+            f64::NEG_INFINITY
+        } else {
+            let s: f64 = lp[ts..].iter().map(|&v| f64::from(v - max_ts).exp()).sum();
+            f64::from(max_ts) + s.ln()
+        };
+        let max_text = lp[..ts].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        if ts_lse > f64::from(max_text) {
+            logits[..ts].fill(ninf);
+        }
+    }
+}
+
+impl Whisper {
+    /// The language code of a language token (`<|en|>` → `en`).
+    fn language_code(&self, id: u32) -> String {
+        self.tokenizer
+            .token_to_piece(id)
+            .trim_start_matches("<|")
+            .trim_end_matches("|>")
+            .to_string()
+    }
+
+    fn language_token(&self, code: &str) -> Result<u32, ExecutionError> {
+        self.config
+            .special
+            .languages
+            .iter()
+            .copied()
+            .find(|&id| self.language_code(id) == code)
+            .ok_or_else(|| ExecutionError::InvalidConfig {
+                field: "language".into(),
+                reason: format!("`{code}` is not a language of this model"),
+            })
+    }
+
+    /// Detects the spoken language of one encoded window (multilingual models).
+    fn detect_language(
+        &self,
+        enc: &EncoderOutput,
+        ctx: &mut ExecContext,
+    ) -> Result<u32, ExecutionError> {
+        let mut cache = self.new_cache()?;
+        let logits = self.decode_step(enc, &mut cache, &[self.config.special.sot], &[0], ctx)?;
+        let langs = &self.config.special.languages;
+        langs
+            .iter()
+            .copied()
+            .filter(|&id| (id as usize) < logits[0].len())
+            .max_by(|&a, &b| {
+                logits[0][a as usize]
+                    .total_cmp(&logits[0][b as usize])
+                    .then(b.cmp(&a))
+            })
+            .ok_or_else(|| ExecutionError::InvalidConfig {
+                field: "lang_token_ids".into(),
+                reason: "the model lists no language tokens".into(),
+            })
+    }
+
+    /// Text of `tokens` (timestamps and other special tokens dropped).
+    pub fn text_of(&self, tokens: &[u32]) -> String {
+        let eot = self.config.special.eot;
+        let bytes: Vec<u8> = tokens
+            .iter()
+            .filter(|&&t| t < eot)
+            .flat_map(|&t| self.tokenizer.token_bytes(t).iter().copied())
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decode_window(
+        &self,
+        enc: &EncoderOutput,
+        prompt: &[u32],
+        sot_index: usize,
+        timestamps: bool,
+        temperature: f32,
+        rng: &mut ChaCha8Rng,
+        ctx: &mut ExecContext,
+    ) -> Result<DecodeResult, ExecutionError> {
+        let sp = &self.config.special;
+        let sample_len = self.config.n_text_ctx / 2;
+        let mut cache = self.new_cache()?;
+        let last = prompt.len() - 1;
+        let first = self.decode_step(enc, &mut cache, prompt, &[sot_index, last], ctx)?;
+        let no_speech_prob = match sp.no_speech {
+            Some(ns) => {
+                let lp = log_softmax(&first[0]);
+                f64::from(lp[ns as usize]).exp()
+            }
+            None => 0.0,
+        };
+        let mut logits = first[1].clone();
+        let mut suppress: Vec<u32> = self.config.suppress.clone();
+        suppress.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm]);
+        suppress.extend(sp.no_speech);
+        let mut tokens: Vec<u32> = Vec::new();
+        let mut sum_logprob = 0.0f64;
+        let n = logits.len();
+        loop {
+            if tokens.is_empty() {
+                for &t in &self.config.begin_suppress {
+                    if let Some(l) = logits.get_mut(t as usize) {
+                        *l = f32::NEG_INFINITY;
+                    }
+                }
+            }
+            for &t in &suppress {
+                if let Some(l) = logits.get_mut(t as usize) {
+                    *l = f32::NEG_INFINITY;
+                }
+            }
+            if timestamps {
+                apply_timestamp_rules(
+                    &mut logits,
+                    &tokens,
+                    sp.timestamp_begin,
+                    sp.eot,
+                    sp.no_timestamps,
+                    Some(50),
+                );
+            }
+            let lp = log_softmax(&logits);
+            let next = if temperature > 0.0 {
+                sample(&logits, temperature, rng)
+            } else {
+                argmax(&logits)
+            };
+            sum_logprob += f64::from(lp[next as usize]);
+            if next == sp.eot
+                || tokens.len() + 1 > sample_len
+                || cache.len() + 1 > self.config.n_text_ctx
+            {
+                if next != sp.eot {
+                    tokens.push(next);
+                }
+                break;
+            }
+            tokens.push(next);
+            let out = self.decode_step(enc, &mut cache, &[next], &[0], ctx)?;
+            logits = out.into_iter().next().unwrap_or_else(|| vec![0.0; n]);
+        }
+        let text = self.text_of(&tokens);
+        Ok(DecodeResult {
+            avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
+            compression_ratio: compression_ratio(&text),
+            tokens,
+            no_speech_prob,
+            temperature,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn decode_with_fallback(
+        &self,
+        enc: &EncoderOutput,
+        prompt: &[u32],
+        sot_index: usize,
+        opts: &TranscribeOptions,
+        rng: &mut ChaCha8Rng,
+        ctx: &mut ExecContext,
+    ) -> Result<DecodeResult, ExecutionError> {
+        let temps: Vec<f32> = if opts.temperatures.is_empty() {
+            vec![0.0]
+        } else {
+            opts.temperatures.clone()
+        };
+        let mut result = None;
+        for &t in &temps {
+            let r = self.decode_window(enc, prompt, sot_index, opts.timestamps, t, rng, ctx)?;
+            let mut fallback = opts
+                .compression_ratio_threshold
+                .is_some_and(|c| r.compression_ratio > c)
+                || opts.logprob_threshold.is_some_and(|l| r.avg_logprob < l);
+            if opts
+                .no_speech_threshold
+                .is_some_and(|n| r.no_speech_prob > n)
+            {
+                fallback = false;
+            }
+            result = Some(r);
+            if !fallback {
+                break;
+            }
+        }
+        result.ok_or_else(|| ExecutionError::InvalidConfig {
+            field: "temperatures".into(),
+            reason: "no decoding was run".into(),
+        })
+    }
+
+    /// Transcribes 16 kHz mono `samples` (any length) into segments.
+    pub fn transcribe(
+        &self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+    ) -> Result<Transcript, ExecutionError> {
+        self.transcribe_with_progress(samples, opts, &mut |_| {})
+    }
+
+    /// [`Whisper::transcribe`], calling `progress` with the fraction done after each window.
+    pub fn transcribe_with_progress(
+        &self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<Transcript, ExecutionError> {
+        let c = &self.config;
+        let sp = c.special.clone();
+        let n_frames = 2 * c.n_audio_ctx;
+        let mut padded = Vec::with_capacity(samples.len() + N_SAMPLES);
+        padded.extend_from_slice(samples);
+        padded.resize(samples.len() + N_SAMPLES, 0.0);
+        let mel = log_mel(&padded, &self.mel_filters, c.n_mels);
+        let total = padded.len() / HOP;
+        let content = total.saturating_sub(n_frames);
+        let window = |seek: usize| -> Vec<f32> {
+            let mut w = vec![0.0f32; c.n_mels * n_frames];
+            let take = n_frames.min(total.saturating_sub(seek));
+            for m in 0..c.n_mels {
+                w[m * n_frames..m * n_frames + take]
+                    .copy_from_slice(&mel[m * total + seek..m * total + seek + take]);
+            }
+            w
+        };
+        let mut ctx = ExecContext::new(self.dispatcher.threads());
+        let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
+        let mut transcript = Transcript {
+            duration: samples.len() as f64 / crate::audio::SAMPLE_RATE as f64,
+            ..Default::default()
+        };
+        let mut language = None;
+        if c.multilingual {
+            if let Some(code) = &opts.language {
+                language = Some(self.language_token(code)?);
+            }
+        } else {
+            transcript.language = "en".into();
+        }
+        let mut all_tokens: Vec<u32> = Vec::new();
+        let mut prompt_reset_since = 0;
+        let mut seek = 0usize;
+        while seek < content {
+            let time_offset = (seek * HOP) as f64 / crate::audio::SAMPLE_RATE as f64;
+            let segment_size = n_frames.min(content - seek);
+            let segment_duration = (segment_size * HOP) as f64 / crate::audio::SAMPLE_RATE as f64;
+            let enc = self.encode(&window(seek), &mut ctx)?;
+            if c.multilingual && language.is_none() {
+                let lang = self.detect_language(&enc, &mut ctx)?;
+                language = Some(lang);
+            }
+            if let Some(l) = language {
+                transcript.language = self.language_code(l);
+            }
+            let mut prompt = Vec::new();
+            let previous = &all_tokens[prompt_reset_since..];
+            if !previous.is_empty() {
+                let keep = c.n_text_ctx / 2 - 1;
+                prompt.push(sp.sot_prev);
+                prompt.extend_from_slice(&previous[previous.len().saturating_sub(keep)..]);
+            }
+            let sot_index = prompt.len();
+            prompt.push(sp.sot);
+            if c.multilingual {
+                if let Some(l) = language {
+                    prompt.push(l);
+                }
+                prompt.push(if opts.translate {
+                    sp.translate
+                } else {
+                    sp.transcribe
+                });
+            }
+            if !opts.timestamps {
+                prompt.push(sp.no_timestamps);
+            }
+            let r =
+                self.decode_with_fallback(&enc, &prompt, sot_index, opts, &mut rng, &mut ctx)?;
+            if let Some(th) = opts.no_speech_threshold {
+                let skip = r.no_speech_prob > th
+                    && !opts.logprob_threshold.is_some_and(|l| r.avg_logprob > l);
+                if skip {
+                    seek += segment_size;
+                    progress(seek.min(content) as f64 / content.max(1) as f64);
+                    continue;
+                }
+            }
+            let tokens = &r.tokens;
+            let is_ts = |t: u32| t >= sp.timestamp_begin;
+            let ts_pos = |t: u32| f64::from(t - sp.timestamp_begin);
+            let single_ending = tokens.len() >= 2
+                && !is_ts(tokens[tokens.len() - 2])
+                && is_ts(tokens[tokens.len() - 1]);
+            let mut consecutive: Vec<usize> = (1..tokens.len())
+                .filter(|&i| is_ts(tokens[i - 1]) && is_ts(tokens[i]))
+                .collect();
+            let mut current: Vec<(f64, f64, Vec<u32>)> = Vec::new();
+            if !consecutive.is_empty() {
+                if single_ending {
+                    consecutive.push(tokens.len());
+                }
+                let mut last_slice = 0;
+                for &cur in &consecutive {
+                    let sl = &tokens[last_slice..cur];
+                    current.push((
+                        time_offset + ts_pos(sl[0]) * TIME_PRECISION,
+                        time_offset + ts_pos(sl[sl.len() - 1]) * TIME_PRECISION,
+                        sl.to_vec(),
+                    ));
+                    last_slice = cur;
+                }
+                if single_ending {
+                    seek += segment_size;
+                } else {
+                    let last_ts = ts_pos(tokens[last_slice - 1]) as usize;
+                    seek += last_ts * 2;
+                }
+            } else {
+                let mut duration = segment_duration;
+                if let Some(&t) = tokens.iter().rev().find(|&&t| is_ts(t)) {
+                    if t != sp.timestamp_begin {
+                        duration = ts_pos(t) * TIME_PRECISION;
+                    }
+                }
+                current.push((time_offset, time_offset + duration, tokens.clone()));
+                seek += segment_size;
+            }
+            for (start, end, toks) in current {
+                let text = self.text_of(&toks);
+                if start == end || text.trim().is_empty() {
+                    continue;
+                }
+                all_tokens.extend_from_slice(&toks);
+                transcript.segments.push(Segment {
+                    start,
+                    end,
+                    text,
+                    tokens: toks.into_iter().filter(|&t| t < sp.eot).collect(),
+                    avg_logprob: r.avg_logprob,
+                    no_speech_prob: r.no_speech_prob,
+                    temperature: r.temperature,
+                    compression_ratio: r.compression_ratio,
+                });
+            }
+            if !opts.condition_on_previous_text || r.temperature > 0.5 {
+                prompt_reset_since = all_tokens.len();
+            }
+            progress(seek.min(content) as f64 / content.max(1) as f64);
+        }
+        Ok(transcript)
+    }
+}
+
+/// Index of the largest logit (ties: the lowest id).
+fn argmax(x: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &v) in x.iter().enumerate() {
+        if v > x[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+/// Draws from `softmax(logits / temperature)`.
+fn sample(logits: &[f32], temperature: f32, rng: &mut ChaCha8Rng) -> u32 {
+    let scaled: Vec<f32> = logits.iter().map(|&l| l / temperature).collect();
+    let lp = log_softmax(&scaled);
+    let u: f64 = rng.gen();
+    let mut acc = 0.0f64;
+    for (i, &l) in lp.iter().enumerate() {
+        acc += f64::from(l).exp();
+        if acc > u {
+            return i as u32;
+        }
+    }
+    argmax(logits)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TS: u32 = 10;
+    const EOT: u32 = 5;
+    const NO_TS: u32 = 9;
+
+    fn allowed(l: &[f32]) -> Vec<usize> {
+        (0..l.len()).filter(|&i| l[i] > f32::NEG_INFINITY).collect()
+    }
+
+    #[test]
+    fn first_token_is_an_early_timestamp() {
+        let mut l = vec![0.0f32; 200];
+        apply_timestamp_rules(&mut l, &[], TS, EOT, NO_TS, Some(50));
+        assert_eq!(allowed(&l), (10..=60).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn timestamps_pair_up_and_never_decrease() {
+        // After text then a timestamp: a second timestamp (>= it) or eot, no text.
+        let mut l = vec![0.0f32; 40];
+        apply_timestamp_rules(&mut l, &[12, 1, 2, 20], TS, EOT, NO_TS, Some(50));
+        let a = allowed(&l);
+        assert!(a.iter().all(|&i| i >= EOT as usize && i != NO_TS as usize));
+        assert!(!a.contains(&19) && a.contains(&20));
+        // After a pair: text only (no timestamp).
+        let mut l = vec![0.0f32; 40];
+        apply_timestamp_rules(&mut l, &[12, 1, 20, 20], TS, EOT, NO_TS, Some(50));
+        assert!(allowed(&l)
+            .iter()
+            .all(|&i| i < TS as usize && i != NO_TS as usize));
+    }
+
+    #[test]
+    fn compression_ratio_of_repetition_is_high() {
+        let loop_text = "the same words again ".repeat(20);
+        assert!(compression_ratio(&loop_text) > 2.4);
+        assert!(compression_ratio("And so my fellow Americans, ask not.") < 2.4);
+    }
+}

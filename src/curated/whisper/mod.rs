@@ -1,0 +1,578 @@
+//! WhisperStyle (families.md): speech recognition with an audio encoder and a
+//! text decoder, written against the [`Dispatcher`] so it runs on every backend.
+//!
+//! ```text
+//! encoder: x = Gelu(Conv1d(mel, conv1, k3 s1 p1)); x = Gelu(Conv1d(x, conv2, k3 s2 p1))
+//!          x += embed_positions; pre-norm layers (no mask); LN(x, encoder.layer_norm)
+//! decoder: y = embed_tokens[tokens] + embed_positions[pos]; pre-norm layers with causal
+//!          self-attention (KV cache) and cross-attention (K/V computed once per window)
+//!          logits = LN(y, decoder.layer_norm) @ embed_tokens^T
+//! ```
+//!
+//! The convolutions run as im2col + `Matmul` (weights `[Cout, Cin, 3]` viewed as
+//! `[Cout, Cin * 3]`), which equals `Conv1d` of ops.md. [`decode`] holds the decoding
+//! rules and the long-form loop; [`Whisper::transcribe`] is the entry point.
+
+pub mod config;
+pub mod decode;
+
+pub use config::{SpecialTokens, WhisperConfig};
+pub use decode::{Segment, TranscribeOptions, Transcript};
+
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
+use crate::error::ExecutionError;
+use crate::loader::Model;
+use crate::tokenizer::Tokenizer;
+use std::sync::Arc;
+
+/// The file's bytes kept alive by the weights, as a [`SharedBytes`] owner.
+struct ModelBytes(Arc<Model>);
+
+impl AsRef<[u8]> for ModelBytes {
+    fn as_ref(&self) -> &[u8] {
+        self.0.file_bytes()
+    }
+}
+
+/// A linear layer: `[out, in]` weight (any encoding) and an optional f32 bias.
+struct Linear {
+    w: Tensor,
+    b: Option<Tensor>,
+}
+
+/// LayerNorm gain and bias (f32).
+struct Norm {
+    g: Tensor,
+    b: Tensor,
+}
+
+/// Attention projections.
+struct Attn {
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+}
+
+struct EncoderLayer {
+    ln1: Norm,
+    attn: Attn,
+    ln2: Norm,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+struct DecoderLayer {
+    ln1: Norm,
+    self_attn: Attn,
+    ln2: Norm,
+    cross: Attn,
+    ln3: Norm,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+/// Binds tensors of one model: zero-copy bytes, or decoded f32.
+struct Binder {
+    model: Arc<Model>,
+    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+}
+
+impl Binder {
+    fn get(
+        &self,
+        name: &str,
+        decode: bool,
+        shape: Option<&[usize]>,
+    ) -> Result<Option<Tensor>, ExecutionError> {
+        let Some(t) = self.model.tensor(name) else {
+            return Ok(None);
+        };
+        let bad = || ExecutionError::WeightFormatMismatch {
+            name: name.to_string(),
+            declared: t.entry.dtype,
+            actual_bytes: t.bytes.len(),
+        };
+        let shape = shape.unwrap_or(&t.entry.shape);
+        if decode {
+            let values = t.dequantize().map_err(|_| bad())?;
+            return Tensor::from_f32(shape, values).map(Some);
+        }
+        let start = t.bytes.as_ptr() as usize - self.model.file_bytes().as_ptr() as usize;
+        let bytes =
+            SharedBytes::new(self.owner.clone(), start..start + t.bytes.len()).ok_or_else(bad)?;
+        Tensor::from_bytes(shape, t.entry.dtype, bytes, t.entry.scale).map(Some)
+    }
+
+    fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
+        self.need_as(name, decode, None)
+    }
+
+    fn need_as(
+        &self,
+        name: &str,
+        decode: bool,
+        shape: Option<&[usize]>,
+    ) -> Result<Tensor, ExecutionError> {
+        self.get(name, decode, shape)?
+            .ok_or_else(|| ExecutionError::MissingTensor {
+                name: name.to_string(),
+                required_by: "WhisperStyle".into(),
+            })
+    }
+
+    fn linear(&self, p: &str) -> Result<Linear, ExecutionError> {
+        Ok(Linear {
+            w: self.need(&format!("{p}.weight"), false)?,
+            b: self.get(&format!("{p}.bias"), true, None)?,
+        })
+    }
+
+    fn norm(&self, p: &str) -> Result<Norm, ExecutionError> {
+        Ok(Norm {
+            g: self.need(&format!("{p}.weight"), true)?,
+            b: self.need(&format!("{p}.bias"), true)?,
+        })
+    }
+
+    fn attn(&self, p: &str) -> Result<Attn, ExecutionError> {
+        Ok(Attn {
+            q: self.linear(&format!("{p}.q_proj"))?,
+            k: self.linear(&format!("{p}.k_proj"))?,
+            v: self.linear(&format!("{p}.v_proj"))?,
+            o: self.linear(&format!("{p}.out_proj"))?,
+        })
+    }
+}
+
+/// Cross-attention keys and values of one window, per decoder layer (`[n_audio_ctx, H, dh]`).
+pub struct EncoderOutput {
+    cross: Vec<(Tensor, Tensor)>,
+}
+
+/// Self-attention KV cache of one decoding, `[n_text_ctx, H, dh]` per layer.
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+    len: usize,
+}
+
+impl KvCache {
+    /// Number of positions filled.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when nothing is cached.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Forgets everything (keeps the buffers).
+    pub fn reset(&mut self) {
+        self.len = 0;
+    }
+
+    /// Keeps the first `len` positions.
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+}
+
+/// A WhisperStyle model bound to its weights, tokenizer and backends.
+pub struct Whisper {
+    /// Hyper-parameters and special tokens.
+    pub config: WhisperConfig,
+    /// The model's tokenizer (byte-level BPE with Whisper's special tokens).
+    pub tokenizer: Tokenizer,
+    dispatcher: Dispatcher,
+    mel_filters: Vec<f32>,
+    conv1: Linear,
+    conv2: Linear,
+    enc_pos: Tensor,
+    enc_layers: Vec<EncoderLayer>,
+    enc_norm: Norm,
+    embed: Tensor,
+    dec_pos: Tensor,
+    dec_layers: Vec<DecoderLayer>,
+    dec_norm: Norm,
+    proj: Tensor,
+}
+
+impl std::fmt::Debug for Whisper {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Whisper")
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+fn host(t: &Tensor, d: &Dispatcher) -> Result<Vec<f32>, ExecutionError> {
+    match t.read_f32("download") {
+        Ok(v) => Ok(v.to_vec()),
+        Err(_) => d.primary().try_download_f32(t),
+    }
+}
+
+impl Whisper {
+    /// Binds `model`'s weights; ops run on `dispatcher`'s backends.
+    pub fn new(model: Arc<Model>, dispatcher: Dispatcher) -> Result<Whisper, ExecutionError> {
+        let config = WhisperConfig::from_config(&model.config)?;
+        let tokenizer = Tokenizer::from_model(&model)?;
+        let b = Binder {
+            owner: Arc::new(ModelBytes(model.clone())),
+            model,
+        };
+        let (d, n_mels) = (config.d_model, config.n_mels);
+        let conv = |p: &str, cin: usize| -> Result<Linear, ExecutionError> {
+            Ok(Linear {
+                w: b.need_as(&format!("{p}.weight"), false, Some(&[d, cin * 3]))?,
+                b: Some(b.need(&format!("{p}.bias"), true)?),
+            })
+        };
+        let mel_filters = host(&b.need("model.mel_filters", true)?, &dispatcher)?;
+        let enc_layers = (0..config.encoder_layers)
+            .map(|i| {
+                let p = format!("model.encoder.layers.{i}");
+                Ok(EncoderLayer {
+                    ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
+                    attn: b.attn(&format!("{p}.self_attn"))?,
+                    ln2: b.norm(&format!("{p}.final_layer_norm"))?,
+                    fc1: b.linear(&format!("{p}.fc1"))?,
+                    fc2: b.linear(&format!("{p}.fc2"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, ExecutionError>>()?;
+        let dec_layers = (0..config.decoder_layers)
+            .map(|i| {
+                let p = format!("model.decoder.layers.{i}");
+                Ok(DecoderLayer {
+                    ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
+                    self_attn: b.attn(&format!("{p}.self_attn"))?,
+                    ln2: b.norm(&format!("{p}.encoder_attn_layer_norm"))?,
+                    cross: b.attn(&format!("{p}.encoder_attn"))?,
+                    ln3: b.norm(&format!("{p}.final_layer_norm"))?,
+                    fc1: b.linear(&format!("{p}.fc1"))?,
+                    fc2: b.linear(&format!("{p}.fc2"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, ExecutionError>>()?;
+        let embed = b.need("model.decoder.embed_tokens.weight", false)?;
+        let proj = match b.get("proj_out.weight", false, None)? {
+            Some(p) => p,
+            None => embed.clone(),
+        };
+        Ok(Whisper {
+            conv1: conv("model.encoder.conv1", n_mels)?,
+            conv2: conv("model.encoder.conv2", d)?,
+            enc_pos: b.need("model.encoder.embed_positions.weight", true)?,
+            enc_layers,
+            enc_norm: b.norm("model.encoder.layer_norm")?,
+            dec_pos: b.need("model.decoder.embed_positions.weight", true)?,
+            dec_layers,
+            dec_norm: b.norm("model.decoder.layer_norm")?,
+            embed,
+            proj,
+            mel_filters,
+            config,
+            tokenizer,
+            dispatcher,
+        })
+    }
+
+    /// The Slaney mel filter bank `[n_mels, 201]` stored in the model.
+    pub fn mel_filters(&self) -> &[f32] {
+        &self.mel_filters
+    }
+
+    /// The backends the ops run on.
+    pub fn dispatcher(&self) -> &Dispatcher {
+        &self.dispatcher
+    }
+
+    fn run1(
+        &self,
+        op: Op,
+        inputs: &[Tensor],
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        self.dispatcher.run1(&op, inputs, ctx)
+    }
+
+    fn linear(
+        &self,
+        x: &Tensor,
+        l: &Linear,
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        let y = self.run1(Op::Matmul, &[x.clone(), l.w.clone()], ctx)?;
+        match &l.b {
+            Some(b) => self.run1(Op::Add, &[y, b.clone()], ctx),
+            None => Ok(y),
+        }
+    }
+
+    fn norm(&self, x: &Tensor, n: &Norm, ctx: &mut ExecContext) -> Result<Tensor, ExecutionError> {
+        self.run1(
+            Op::LayerNorm {
+                eps: self.config.eps,
+            },
+            &[x.clone(), n.g.clone(), n.b.clone()],
+            ctx,
+        )
+    }
+
+    fn heads(
+        &self,
+        x: Tensor,
+        heads: usize,
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        let s = x.shape()[0];
+        let d = self.config.d_model;
+        self.run1(Op::Reshape(vec![s, heads, d / heads]), &[x], ctx)
+    }
+
+    fn mlp(
+        &self,
+        x: &Tensor,
+        fc1: &Linear,
+        fc2: &Linear,
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        let h = self.linear(x, fc1, ctx)?;
+        let h = self.run1(Op::Gelu, &[h], ctx)?;
+        self.linear(&h, fc2, ctx)
+    }
+
+    /// Runs the encoder on one window `mel` `[n_mels, frames]` (row-major; frames
+    /// = 2 x n_audio_ctx) and projects the cross-attention K/V of every decoder layer.
+    pub fn encode(
+        &self,
+        mel: &[f32],
+        ctx: &mut ExecContext,
+    ) -> Result<EncoderOutput, ExecutionError> {
+        let c = &self.config;
+        let frames = 2 * c.n_audio_ctx;
+        if mel.len() != c.n_mels * frames {
+            return Err(ExecutionError::ShapeMismatch {
+                op: "whisper encoder input".into(),
+                expected: vec![c.n_mels, frames],
+                got: vec![mel.len() / frames.max(1), frames],
+            });
+        }
+        ctx.begin_forward();
+        ctx.set_label("encoder conv");
+        // conv1: im2col [frames, n_mels * 3] from channel-major mel.
+        let cols = im2col(frames, c.n_mels, 1, |ch, t| mel[ch * frames + t]);
+        let x = Tensor::from_f32(&[frames, c.n_mels * 3], cols)?;
+        let x = self.linear(&x, &self.conv1, ctx)?;
+        let x = self.run1(Op::Gelu, &[x], ctx)?;
+        let xv = host(&x, &self.dispatcher)?;
+        let d = c.d_model;
+        let cols = im2col(c.n_audio_ctx, d, 2, |ch, t| {
+            if t < frames {
+                xv[t * d + ch]
+            } else {
+                0.0
+            }
+        });
+        let x = Tensor::from_f32(&[c.n_audio_ctx, d * 3], cols)?;
+        let x = self.linear(&x, &self.conv2, ctx)?;
+        let x = self.run1(Op::Gelu, &[x], ctx)?;
+        let mut x = self.run1(Op::Add, &[x, self.enc_pos.clone()], ctx)?;
+        let h = c.encoder_heads;
+        for (i, l) in self.enc_layers.iter().enumerate() {
+            ctx.set_label(&format!("encoder layer {i} attention"));
+            let n = self.norm(&x, &l.ln1, ctx)?;
+            let q = self.heads(self.linear(&n, &l.attn.q, ctx)?, h, ctx)?;
+            let k = self.heads(self.linear(&n, &l.attn.k, ctx)?, h, ctx)?;
+            let v = self.heads(self.linear(&n, &l.attn.v, ctx)?, h, ctx)?;
+            let a = self.run1(
+                Op::Sdpa {
+                    scale: None,
+                    mask: Mask::None,
+                    q_pos: 0,
+                    kv_len: None,
+                },
+                &[q, k, v],
+                ctx,
+            )?;
+            let a = self.run1(Op::Reshape(vec![c.n_audio_ctx, d]), &[a], ctx)?;
+            let o = self.linear(&a, &l.attn.o, ctx)?;
+            x = self.run1(Op::Add, &[x, o], ctx)?;
+            ctx.set_label(&format!("encoder layer {i} mlp"));
+            let n = self.norm(&x, &l.ln2, ctx)?;
+            let m = self.mlp(&n, &l.fc1, &l.fc2, ctx)?;
+            x = self.run1(Op::Add, &[x, m], ctx)?;
+        }
+        let x = self.norm(&x, &self.enc_norm, ctx)?;
+        let hd = c.decoder_heads;
+        let mut cross = Vec::with_capacity(self.dec_layers.len());
+        for (i, l) in self.dec_layers.iter().enumerate() {
+            ctx.set_label(&format!("decoder layer {i} cross K/V"));
+            let k = self.heads(self.linear(&x, &l.cross.k, ctx)?, hd, ctx)?;
+            let v = self.heads(self.linear(&x, &l.cross.v, ctx)?, hd, ctx)?;
+            cross.push((k, v));
+        }
+        Ok(EncoderOutput { cross })
+    }
+
+    /// A fresh self-attention cache on the primary backend.
+    pub fn new_cache(&self) -> Result<KvCache, ExecutionError> {
+        let c = &self.config;
+        let shape = [c.n_text_ctx, c.decoder_heads, c.d_model / c.decoder_heads];
+        let layers = (0..c.decoder_layers)
+            .map(|_| {
+                let p = self.dispatcher.primary();
+                Ok((
+                    p.alloc(&shape, crate::dtype::DType::F32)?,
+                    p.alloc(&shape, crate::dtype::DType::F32)?,
+                ))
+            })
+            .collect::<Result<Vec<_>, ExecutionError>>()?;
+        Ok(KvCache { layers, len: 0 })
+    }
+
+    /// Feeds `tokens` at positions `cache.len()..` and returns the logits of the
+    /// rows `want` (indices into `tokens`), each `n_vocab` long.
+    pub fn decode_step(
+        &self,
+        enc: &EncoderOutput,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        want: &[usize],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError> {
+        let c = &self.config;
+        let (s, pos, d) = (tokens.len(), cache.len, c.d_model);
+        if pos + s > c.n_text_ctx {
+            return Err(ExecutionError::ContextOverflow {
+                max: c.n_text_ctx,
+                requested: pos + s,
+            });
+        }
+        ctx.begin_forward();
+        ctx.set_label("decoder embed");
+        let ids = Tensor::from_i32(&[s], tokens.iter().map(|&t| t as i32).collect())?;
+        let pids = Tensor::from_i32(&[s], (pos..pos + s).map(|p| p as i32).collect())?;
+        let e = self.run1(Op::Embed, &[ids, self.embed.clone()], ctx)?;
+        let p = self.run1(Op::Embed, &[pids, self.dec_pos.clone()], ctx)?;
+        let mut x = self.run1(Op::Add, &[e, p], ctx)?;
+        let h = c.decoder_heads;
+        for (i, l) in self.dec_layers.iter().enumerate() {
+            ctx.set_label(&format!("decoder layer {i} self-attention"));
+            let n = self.norm(&x, &l.ln1, ctx)?;
+            let q = self.heads(self.linear(&n, &l.self_attn.q, ctx)?, h, ctx)?;
+            let k = self.heads(self.linear(&n, &l.self_attn.k, ctx)?, h, ctx)?;
+            let v = self.heads(self.linear(&n, &l.self_attn.v, ctx)?, h, ctx)?;
+            let (kc, vc) = &cache.layers[i];
+            let kv =
+                self.dispatcher
+                    .run(&Op::KvAppend { pos }, &[kc.clone(), vc.clone(), k, v], ctx)?;
+            let (kc, vc) = match <[Tensor; 2]>::try_from(kv) {
+                Ok([a, b]) => (a, b),
+                Err(_) => {
+                    return Err(ExecutionError::ShapeMismatch {
+                        op: "KvAppend".into(),
+                        expected: vec![2],
+                        got: vec![],
+                    })
+                }
+            };
+            let a = self.run1(
+                Op::Sdpa {
+                    scale: None,
+                    mask: Mask::Causal,
+                    q_pos: pos,
+                    kv_len: Some(pos + s),
+                },
+                &[q, kc.clone(), vc.clone()],
+                ctx,
+            )?;
+            cache.layers[i] = (kc, vc);
+            let a = self.run1(Op::Reshape(vec![s, d]), &[a], ctx)?;
+            let o = self.linear(&a, &l.self_attn.o, ctx)?;
+            x = self.run1(Op::Add, &[x, o], ctx)?;
+            ctx.set_label(&format!("decoder layer {i} cross-attention"));
+            let n = self.norm(&x, &l.ln2, ctx)?;
+            let q = self.heads(self.linear(&n, &l.cross.q, ctx)?, h, ctx)?;
+            let (ck, cv) = &enc.cross[i];
+            let a = self.run1(
+                Op::Sdpa {
+                    scale: None,
+                    mask: Mask::None,
+                    q_pos: 0,
+                    kv_len: None,
+                },
+                &[q, ck.clone(), cv.clone()],
+                ctx,
+            )?;
+            let a = self.run1(Op::Reshape(vec![s, d]), &[a], ctx)?;
+            let o = self.linear(&a, &l.cross.o, ctx)?;
+            x = self.run1(Op::Add, &[x, o], ctx)?;
+            ctx.set_label(&format!("decoder layer {i} mlp"));
+            let n = self.norm(&x, &l.ln3, ctx)?;
+            let m = self.mlp(&n, &l.fc1, &l.fc2, ctx)?;
+            x = self.run1(Op::Add, &[x, m], ctx)?;
+        }
+        cache.len = pos + s;
+        ctx.set_label("decoder logits");
+        let xs = host(&x, &self.dispatcher)?;
+        let mut rows = Vec::with_capacity(want.len() * d);
+        for &r in want {
+            let row = xs
+                .get(r * d..(r + 1) * d)
+                .ok_or(ExecutionError::IndexOutOfRange {
+                    op: "whisper logits row".into(),
+                    index: r as i64,
+                    len: s,
+                })?;
+            rows.extend_from_slice(row);
+        }
+        let y = Tensor::from_f32(&[want.len(), d], rows)?;
+        let y = self.norm(&y, &self.dec_norm, ctx)?;
+        let logits = self.run1(Op::Matmul, &[y, self.proj.clone()], ctx)?;
+        let lv = host(&logits, &self.dispatcher)?;
+        Ok(lv.chunks(c.n_vocab).map(<[f32]>::to_vec).collect())
+    }
+}
+
+/// im2col for a kernel-3, padding-1 convolution: row `t` holds, for each input
+/// channel `ch`, the inputs at `stride * t - 1 + k` for `k` in 0..3 (zeros outside),
+/// laid out `[ch * 3 + k]` to match the `[Cout, Cin, 3]` weight.
+fn im2col(
+    out_len: usize,
+    channels: usize,
+    stride: usize,
+    at: impl Fn(usize, usize) -> f32 + Sync,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let in_len = out_len * stride;
+    let mut cols = vec![0.0f32; out_len * channels * 3];
+    cols.par_chunks_mut(channels * 3)
+        .enumerate()
+        .for_each(|(t, row)| {
+            for ch in 0..channels {
+                for k in 0..3 {
+                    let src = (stride * t + k) as isize - 1;
+                    if src >= 0 && (src as usize) < in_len {
+                        row[ch * 3 + k] = at(ch, src as usize);
+                    }
+                }
+            }
+        });
+    cols
+}
+
+#[cfg(test)]
+mod tests {
+    use super::im2col;
+
+    #[test]
+    fn im2col_is_a_padded_conv_window() {
+        // 1 channel, input [1, 2, 3, 4], stride 2 -> rows for t = 0, 1.
+        let x = [1.0f32, 2.0, 3.0, 4.0];
+        let c = im2col(2, 1, 2, |_, t| x[t]);
+        assert_eq!(c, vec![0.0, 1.0, 2.0, 2.0, 3.0, 4.0]);
+    }
+}

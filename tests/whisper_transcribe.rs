@@ -1,0 +1,117 @@
+//! Whisper tiny.en end to end against faster-whisper's greedy transcripts of the
+//! same CTranslate2 weights (fixtures by scripts/make_whisper_fixtures.py).
+
+mod whisper_util;
+
+use cyb_llm::transcribe::{SpeechModel, TranscribeOptions, Transcript};
+use serde_json::Value;
+use std::sync::OnceLock;
+use whisper_util::*;
+
+fn model() -> &'static SpeechModel {
+    static M: OnceLock<SpeechModel> = OnceLock::new();
+    M.get_or_init(|| SpeechModel::load(tiny_en_model(), &Default::default()).expect("load"))
+}
+
+fn reference(name: &str) -> Value {
+    let p = fixture(&format!("faster_whisper_{name}.json"));
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}
+
+fn greedy() -> TranscribeOptions {
+    TranscribeOptions::default()
+}
+
+fn transcribe(samples: &[f32]) -> Transcript {
+    model().transcribe(samples, &greedy()).expect("transcribe")
+}
+
+fn jfk() -> Vec<f32> {
+    cyb_llm::audio::load_16k(&whisper_dir().join("jfk.wav")).unwrap()
+}
+
+fn assert_matches_reference(t: &Transcript, name: &str) {
+    let r = reference(name);
+    let want = normalize(r["text"].as_str().unwrap());
+    assert_eq!(normalize(&t.text()), want, "text of {name}");
+    let segs = r["segments"].as_array().unwrap();
+    assert_eq!(
+        t.segments.len(),
+        segs.len(),
+        "segment count of {name}: {:#?}",
+        t.segments
+    );
+    for (got, want) in t.segments.iter().zip(segs) {
+        let (ws, we) = (
+            want["start"].as_f64().unwrap(),
+            want["end"].as_f64().unwrap(),
+        );
+        assert!(
+            (got.start - ws).abs() <= 0.5 && (got.end - we).abs() <= 0.5,
+            "{name}: segment {:?} [{}, {}] vs faster-whisper [{ws}, {we}]",
+            got.text,
+            got.start,
+            got.end
+        );
+    }
+}
+
+#[test]
+fn jfk_matches_faster_whisper() {
+    let t = transcribe(&jfk());
+    assert_eq!(t.language, "en");
+    assert_matches_reference(&t, "jfk");
+}
+
+#[test]
+fn long_form_two_minutes_matches_faster_whisper() {
+    // The same construction as the fixture script: jfk, 1 s gap, repeated, cut at 120 s.
+    let one = jfk();
+    let mut x = Vec::new();
+    while x.len() < 120 * 16_000 {
+        x.extend_from_slice(&one);
+        x.extend(std::iter::repeat_n(0.0, 16_000));
+    }
+    x.truncate(120 * 16_000);
+    let t = transcribe(&x);
+    assert!(t.segments.last().unwrap().end > 110.0, "{:#?}", t.segments);
+    assert_matches_reference(&t, "long_2min");
+}
+
+#[test]
+fn thirty_seconds_of_silence_gives_no_text() {
+    let t = transcribe(&vec![0.0; 30 * 16_000]);
+    assert!(t.segments.is_empty(), "{:#?}", t.segments);
+    assert_eq!(t.text(), "");
+}
+
+#[test]
+fn mp3_gives_the_same_text_as_wav() {
+    let m = model()
+        .transcribe_file(&whisper_dir().join("jfk.mp3"), &greedy())
+        .unwrap();
+    let w = transcribe(&jfk());
+    assert_eq!(normalize(&m.text()), normalize(&w.text()));
+}
+
+#[test]
+fn stereo_44k_reencoding_gives_the_same_text() {
+    // Upsample 16 kHz -> 44.1 kHz with linear interpolation (independent of the
+    // resampler under test); left 0.9x, right 0.7x.
+    let x = jfk();
+    let n = x.len() * 44_100 / 16_000;
+    let mut inter = Vec::with_capacity(2 * n);
+    for i in 0..n {
+        let p = i as f64 * 16_000.0 / 44_100.0;
+        let j = p.floor() as usize;
+        let f = (p - j as f64) as f32;
+        let v = x[j] * (1.0 - f) + x.get(j + 1).copied().unwrap_or(0.0) * f;
+        inter.push(0.9 * v);
+        inter.push(0.7 * v);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("jfk-44k-stereo.wav");
+    write_wav(&path, 44_100, 2, &inter);
+    let s = model().transcribe_file(&path, &greedy()).unwrap();
+    assert_eq!(normalize(&s.text()), normalize(&transcribe(&x).text()));
+}

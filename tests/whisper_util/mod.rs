@@ -1,0 +1,85 @@
+//! Shared by the Whisper tests: the real tiny.en CTranslate2 folder and audio from
+//! scripts/fetch-models.sh (`$CYB_MODELS_DIR`, default `.cache/models`), the model
+//! imported once per test binary, and text normalization for comparisons.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+/// The folder fetch-models.sh's `whisper` target fills.
+pub fn whisper_dir() -> PathBuf {
+    let base = std::env::var_os("CYB_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
+    let d = base.join("whisper");
+    assert!(
+        d.join("tiny.en-ct2/model.bin").is_file() && d.join("jfk.wav").is_file(),
+        "{} is missing: run scripts/fetch-models.sh whisper (or set CYB_MODELS_DIR) before the tests",
+        d.display()
+    );
+    d
+}
+
+/// A committed fixture file.
+pub fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/whisper")
+        .join(name)
+}
+
+/// tiny.en imported from the CTranslate2 folder, once per test binary.
+pub fn tiny_en_model() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("cyb-whisper-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = dir.join("tiny.en.model");
+        cyb_llm::import::import(
+            &whisper_dir().join("tiny.en-ct2"),
+            &out,
+            &cyb_llm::import::ImportOptions::default(),
+        )
+        .expect("import tiny.en");
+        out
+    })
+}
+
+/// Lower-cased words without punctuation (the comparison rule of the issue).
+pub fn normalize(text: &str) -> String {
+    text.to_lowercase()
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c.is_whitespace() {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect::<String>()
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Writes 16-bit PCM WAV.
+pub fn write_wav(path: &Path, rate: u32, channels: u16, interleaved: &[f32]) {
+    let data: Vec<u8> = interleaved
+        .iter()
+        .flat_map(|&x| ((x * 32768.0).round().clamp(-32768.0, 32767.0) as i16).to_le_bytes())
+        .collect();
+    let mut b = Vec::with_capacity(44 + data.len());
+    b.extend(b"RIFF");
+    b.extend((36 + data.len() as u32).to_le_bytes());
+    b.extend(b"WAVEfmt ");
+    b.extend(16u32.to_le_bytes());
+    b.extend(1u16.to_le_bytes());
+    b.extend(channels.to_le_bytes());
+    b.extend(rate.to_le_bytes());
+    b.extend((rate * u32::from(channels) * 2).to_le_bytes());
+    b.extend((channels * 2).to_le_bytes());
+    b.extend(16u16.to_le_bytes());
+    b.extend(b"data");
+    b.extend((data.len() as u32).to_le_bytes());
+    b.extend(data);
+    std::fs::write(path, b).unwrap();
+}
