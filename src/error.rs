@@ -119,6 +119,19 @@ pub enum LoadError {
     },
     #[error("{path}: vocab: {reason}")]
     Vocab { path: PathBuf, reason: String },
+    #[error("{path}: graph: {}{op}: {reason}", node.map(|n| format!("node {n} ")).unwrap_or_default())]
+    Graph {
+        path: PathBuf,
+        node: Option<usize>,
+        op: String,
+        reason: String,
+    },
+    #[error("{path}: graph: node {node}: unsupported op `{op}` (not in this runtime's op table)")]
+    UnsupportedOp {
+        path: PathBuf,
+        node: usize,
+        op: String,
+    },
 }
 
 /// Why an import (`cyb-llm import`) failed. No output file is left behind.

@@ -18,6 +18,9 @@ pub struct ImportArgs {
     /// Model name written into the file (default: the source's name).
     #[arg(long)]
     name: Option<String>,
+    /// Do not write a `graph` section (graph path and `--backend nox` then unavailable).
+    #[arg(long)]
+    no_graph: bool,
 }
 
 fn parse_quant(s: &str) -> Result<QuantChoice, String> {
@@ -32,6 +35,7 @@ pub fn run(a: ImportArgs) -> CmdResult {
     let opts = ImportOptions {
         quant: a.quant,
         name: a.name,
+        no_graph: a.no_graph,
     };
     let started = std::time::Instant::now();
     import::import(&a.source, &out, &opts)?;

@@ -2,6 +2,7 @@
 
 mod classify;
 mod embed;
+mod graph;
 mod import;
 mod inspect;
 mod transcribe;
@@ -35,6 +36,8 @@ enum Command {
     Embed(embed::EmbedArgs),
     /// Labels and scores of a sequence classifier (one text per line).
     Classify(classify::ClassifyArgs),
+    /// Print a model's generated graph section, or --emit it into the file.
+    Graph(graph::GraphArgs),
 }
 
 /// Runs the parsed command line.
@@ -46,5 +49,6 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Transcribe(a) => transcribe::run(a),
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
+        Command::Graph(a) => graph::run(a),
     }
 }

@@ -803,6 +803,9 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             if parts.len() == 1 { "" } else { "s" },
         ),
     );
+    if !opts.no_graph {
+        crate::graph::llama::write_graph_section(&mut writer, &config);
+    }
     writer.write(out)
 }
 

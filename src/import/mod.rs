@@ -43,6 +43,8 @@ pub struct ImportOptions {
     pub quant: QuantChoice,
     /// `[cyb] name`; default: the source's file or folder name.
     pub name: Option<String>,
+    /// Skip writing the `graph` section (`--no-graph`).
+    pub no_graph: bool,
 }
 
 /// The kind of source at a path.

@@ -54,6 +54,8 @@ pub struct Model {
     /// The family claiming `config.model_type`, if any.
     pub family: Option<Family>,
     pub exec_path: ExecPath,
+    /// The validated `graph` section, if the file has one.
+    pub graph: Option<crate::graph::Graph>,
 }
 
 impl std::fmt::Debug for Model {
@@ -242,6 +244,16 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
     if let Some(f) = family {
         check_family(path, f, &config, &tensors)?;
     }
+    let graph = section("graph")
+        .map(|s| {
+            crate::graph::Graph::from_section(
+                path,
+                &text[s.body.clone()],
+                s.header_line + 1,
+                &tensors,
+            )
+        })
+        .transpose()?;
     Ok(Model {
         path: path.to_path_buf(),
         weights_start: c.weights_start,
@@ -254,6 +266,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
         eval,
         family,
         exec_path,
+        graph,
         mmap,
     })
 }

@@ -1,0 +1,205 @@
+//! The fusion pass (graph.md, "Execution" step 2), run once at load:
+//!
+//! - `Add(a, b) -> s`, `RmsNorm(s, g) -> n` becomes `FusedSkipNorm(a, b, g) -> (n, s)`
+//!   (the sum stays available to its other consumers, since the fused op returns it);
+//! - `RmsNorm(x, g) -> n`, `Matmul(n, W)` becomes `FusedNormMatmul(x, g, W)`
+//!   when the Matmul is `n`'s only consumer;
+//! - `Silu(gate) -> a`, `Mul(a, up)` becomes `FusedSwiGlu(x, Wg, Wu)` when
+//!   `gate` and `up` are single-consumer `Matmul`s of the same `x`, else
+//!   `SwiGlu(gate, up)`, when `a` has no other consumer.
+//!
+//! A rewrite happens only where the backend that would run the node
+//! `supports` the fused op; otherwise the nodes stay as they are.
+
+use super::ops::GraphOp;
+use super::{Graph, Node, Source};
+use crate::backend::Op;
+
+/// Asks whether the backend chosen for a node supports an op on the given
+/// input values.
+pub type Supports<'a> = dyn Fn(&Node, &Op, &[usize], &Graph) -> bool + 'a;
+
+fn producer(g: &Graph, v: usize) -> Option<usize> {
+    match g.values[v].source {
+        Source::Node(n) => Some(n),
+        _ => None,
+    }
+}
+
+fn fixed(node: &Node) -> Option<&Op> {
+    match &node.op {
+        GraphOp::Fixed(op) => Some(op),
+        _ => None,
+    }
+}
+
+/// Available at node `at`: not produced by a node at or after it.
+fn available_before(g: &Graph, v: usize, at: usize) -> bool {
+    producer(g, v).is_none_or(|p| p < at)
+}
+
+/// Returns the fused graph and how many rewrites were made.
+pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
+    let g = graph;
+    let consumers = g.consumers();
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
+    for (ni, n) in g.nodes.iter().enumerate() {
+        for &i in &n.inputs {
+            users[i].push(ni);
+        }
+    }
+    let mut removed = vec![false; g.nodes.len()];
+    let mut replaced: Vec<Option<Node>> = vec![None; g.nodes.len()];
+    let mut count = 0;
+    let touched = |ni: usize, removed: &[bool], replaced: &[Option<Node>]| {
+        removed[ni] || replaced[ni].is_some()
+    };
+
+    // Add -> RmsNorm.
+    for (ai, add) in g.nodes.iter().enumerate() {
+        if fixed(add) != Some(&Op::Add) {
+            continue;
+        }
+        let (a, b, s) = (add.inputs[0], add.inputs[1], add.outputs[0]);
+        if g.values[a].shape != g.values[b].shape || g.values[a].shape.is_empty() {
+            continue;
+        }
+        let Some(&ni) = users[s].iter().find(|&&u| {
+            matches!(fixed(&g.nodes[u]), Some(Op::RmsNorm { .. })) && g.nodes[u].inputs[0] == s
+        }) else {
+            continue;
+        };
+        let norm = &g.nodes[ni];
+        let Some(&Op::RmsNorm { eps, add_one }) = fixed(norm) else {
+            continue;
+        };
+        let gain = norm.inputs[1];
+        if touched(ni, &removed, &replaced) || !available_before(g, gain, ai) {
+            continue;
+        }
+        let op = Op::FusedSkipNorm { eps, add_one };
+        let inputs = vec![a, b, gain];
+        if !supports(add, &op, &inputs, g) {
+            continue;
+        }
+        replaced[ai] = Some(Node {
+            id: add.id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs: vec![norm.outputs[0], s],
+            backend_hint: add.backend_hint.clone(),
+        });
+        removed[ni] = true;
+        count += 1;
+    }
+
+    // Silu -> Mul.
+    for (si, silu) in g.nodes.iter().enumerate() {
+        if fixed(silu) != Some(&Op::Silu) || touched(si, &removed, &replaced) {
+            continue;
+        }
+        let (gate, act) = (silu.inputs[0], silu.outputs[0]);
+        if consumers[act] != 1 {
+            continue;
+        }
+        let Some(&mi) = users[act].first() else {
+            continue;
+        };
+        let mul = &g.nodes[mi];
+        if fixed(mul) != Some(&Op::Mul) || touched(mi, &removed, &replaced) {
+            continue;
+        }
+        let up = if mul.inputs[0] == act {
+            mul.inputs[1]
+        } else {
+            mul.inputs[0]
+        };
+        if g.values[gate].shape != g.values[up].shape {
+            continue;
+        }
+        let matmul_of = |v: usize| {
+            let p = producer(g, v)?;
+            let n = &g.nodes[p];
+            (fixed(n) == Some(&Op::Matmul) && consumers[v] == 1 && !touched(p, &removed, &replaced))
+                .then_some((p, n.inputs[0], n.inputs[1]))
+        };
+        let swiglu = match (matmul_of(gate), matmul_of(up)) {
+            (Some((gp, x, wg)), Some((up_p, x2, wu))) if x == x2 => {
+                let inputs = vec![x, wg, wu];
+                let op = Op::FusedSwiGlu;
+                supports(mul, &op, &inputs, g).then_some((op, inputs, vec![gp, up_p]))
+            }
+            _ => None,
+        };
+        let (op, inputs, drop) = match swiglu {
+            Some(found) => found,
+            None => {
+                let inputs = vec![gate, up];
+                if !supports(mul, &Op::SwiGlu, &inputs, g) {
+                    continue;
+                }
+                (Op::SwiGlu, inputs, Vec::new())
+            }
+        };
+        replaced[mi] = Some(Node {
+            id: mul.id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs: mul.outputs.clone(),
+            backend_hint: mul.backend_hint.clone(),
+        });
+        removed[si] = true;
+        for d in drop {
+            removed[d] = true;
+        }
+        count += 1;
+    }
+
+    // RmsNorm -> Matmul.
+    for (ni, norm) in g.nodes.iter().enumerate() {
+        let Some(&Op::RmsNorm { eps, add_one }) = fixed(norm) else {
+            continue;
+        };
+        let out = norm.outputs[0];
+        if touched(ni, &removed, &replaced) || consumers[out] != 1 {
+            continue;
+        }
+        let Some(&mi) = users[out].first() else {
+            continue;
+        };
+        let mm = &g.nodes[mi];
+        if fixed(mm) != Some(&Op::Matmul) || mm.inputs[0] != out || touched(mi, &removed, &replaced)
+        {
+            continue;
+        }
+        let inputs = vec![norm.inputs[0], norm.inputs[1], mm.inputs[1]];
+        let op = Op::FusedNormMatmul { eps, add_one };
+        if !supports(mm, &op, &inputs, g) {
+            continue;
+        }
+        replaced[mi] = Some(Node {
+            id: norm.id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs: mm.outputs.clone(),
+            backend_hint: mm.backend_hint.clone(),
+        });
+        removed[ni] = true;
+        count += 1;
+    }
+
+    let mut out = g.clone();
+    out.nodes.clear();
+    for (ni, node) in g.nodes.iter().enumerate() {
+        if removed[ni] {
+            continue;
+        }
+        let node = replaced[ni].clone().unwrap_or_else(|| node.clone());
+        let k = out.nodes.len();
+        for &o in &node.outputs {
+            out.values[o].source = Source::Node(k);
+        }
+        out.nodes.push(node);
+    }
+    (out, count)
+}
