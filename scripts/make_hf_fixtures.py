@@ -26,6 +26,8 @@ What it writes, all references independent of the Rust code:
 - `minilm.json`: for the real all-MiniLM-L6-v2 folder (scripts/fetch-models.sh minilm), the
   SHA-256 of every tensor's f32 bytes and of its f16 bytes (numpy `astype(float16)`), read with
   the python safetensors package, keyed by name.
+- `<name>/encode.json`, `minilm_encode.json`: token ids of a few texts from the `tokenizers`
+  package (cross-checked with transformers' AutoTokenizer), with and without special tokens.
 """
 
 import argparse
@@ -67,6 +69,7 @@ CORPUS = [
     "def main():\n    print('hello')\n    return 0\n",
     "Tokenizers split text into pieces; the model sees their ids.",
     "Ünïcödé text: naïve café, 日本語, Русский, emoji 😀.",
+    "Digits group differently per preset: 123 1234 1234567 123456 12 123.",
 ] * 4
 
 QWEN_CHAT = (
@@ -136,6 +139,10 @@ def spm_tokenizer(vocab_size, specials):
     tok.normalizer = normalizers.Replace(" ", "▁")
     tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
     tok.add_special_tokens(specials)
+    bos_id = tok.token_to_id("<bos>")
+    tok.post_processor = processors.TemplateProcessing(
+        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", bos_id)]
+    )
     return tok
 
 
@@ -452,6 +459,40 @@ def make_llama_fused():
     save_expected(d, {k: v.float() for k, v in state.items()})
 
 
+ENCODE_TEXTS = [
+    "Hello world",
+    " leading space and  double  spaces",
+    "The capital of France is Paris.\n\nNew line\tand tab",
+    "numbers 1234567 3.14159",
+    "naïve café 日本語 Русский 😀👍🏽",
+    "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n",
+    "<start_of_turn>user\nWho?<end_of_turn>",
+    "def f(x):\n    return x ** 2  # ok",
+    "[CLS] UNaffable [SEP] héllo",
+    "   ",
+    "don't won't I'll",
+]
+
+
+def write_encode_cases(folder, out_path):
+    """Ids of ENCODE_TEXTS from the `tokenizers` package (padding and truncation off), with and
+    without the post-processor's special tokens; transformers' AutoTokenizer must agree."""
+    from transformers import AutoTokenizer
+
+    raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
+    raw.no_padding()
+    raw.no_truncation()
+    auto = AutoTokenizer.from_pretrained(folder)
+    cases = []
+    for text in ENCODE_TEXTS:
+        ids = raw.encode(text, add_special_tokens=False).ids
+        ids_special = raw.encode(text, add_special_tokens=True).ids
+        assert ids == auto(text, add_special_tokens=False)["input_ids"], (folder, text)
+        assert ids_special == auto(text, add_special_tokens=True)["input_ids"], (folder, text)
+        cases.append({"text": text, "ids": ids, "ids_special": ids_special})
+    write_json(out_path, cases)
+
+
 def sha(b):
     return hashlib.sha256(b).hexdigest()
 
@@ -481,6 +522,9 @@ def main():
     make_qwen3()
     make_llama_fused()
     make_minilm(args.models_dir)
+    for name in ("qwen2", "qwen3", "gemma3", "llama_fused"):
+        write_encode_cases(os.path.join(OUT, name, "model"), os.path.join(OUT, name, "encode.json"))
+    write_encode_cases(os.path.join(args.models_dir, "minilm"), os.path.join(OUT, "minilm_encode.json"))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 
 use cyb_llm::import::{import, ImportOptions, QuantChoice};
 use cyb_llm::loader::vocab::token_type;
+use cyb_llm::tokenizer::Tokenizer;
 use cyb_llm::{load, DType, ImportError, Model};
 use safetensors::SafeTensors;
 use serde_json::Value;
@@ -408,6 +409,44 @@ fn minilm_folder_round_trips_bit_for_bit() {
             v.tokens.iter().map(String::as_str).eq(vocab_txt.lines()),
             "vocab equals vocab.txt line by line"
         );
+        assert_encodes_like_hf(&m, &fixtures().join("minilm_encode.json"));
+    }
+}
+
+/// The imported vocab + `[tokenizer]` encode like the source tokenizer.json does in the
+/// `tokenizers` package (ids recorded by scripts/make_hf_fixtures.py).
+fn assert_encodes_like_hf(m: &Model, cases: &Path) {
+    let tok = Tokenizer::from_model(m).unwrap();
+    for case in json(cases).as_array().unwrap() {
+        let text = case["text"].as_str().unwrap();
+        let ids = |k: &str| -> Vec<u32> {
+            case[k]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        };
+        assert_eq!(
+            tok.encode(text, false).unwrap(),
+            ids("ids"),
+            "{}: {text:?}",
+            cases.display()
+        );
+        assert_eq!(
+            tok.encode(text, true).unwrap(),
+            ids("ids_special"),
+            "{}: {text:?} with specials",
+            cases.display()
+        );
+    }
+}
+
+#[test]
+fn imported_tokenizers_encode_like_hf() {
+    for name in ["qwen2", "qwen3", "gemma3", "llama_fused"] {
+        let (_dir, m) = run_import(&fixtures().join(name).join("model"), QuantChoice::Keep);
+        assert_encodes_like_hf(&m, &fixtures().join(name).join("encode.json"));
     }
 }
 

@@ -325,11 +325,6 @@ pub fn read(dir: &Path, cfg: &Json, vocab_size: usize) -> Result<TokenizerOut, I
                 }
                 config.kind = "bpe".into();
                 config.pre = Some(byte_level_preset(&path, &pre)?);
-                if model.bool("ignore_merges")? == Some(true) {
-                    config
-                        .extra
-                        .insert("ignore_merges".into(), toml::Value::Boolean(true));
-                }
             } else {
                 let prefix = spm_space_prefix(&path, &tj)?;
                 config.kind = "spm".into();
@@ -354,21 +349,16 @@ pub fn read(dir: &Path, cfg: &Json, vocab_size: usize) -> Result<TokenizerOut, I
                 ));
             }
             let norm = steps(tj.get("normalizer"), "normalizers");
-            let lowercase = match norm.as_slice() {
-                [] => false,
+            let (lowercase, strip) = match norm.as_slice() {
+                [] => (false, false),
                 [n] if kind(n) == "BertNormalizer" => {
                     let lower = n.get("lowercase").and_then(Value::as_bool).unwrap_or(true);
-                    let strip = n
-                        .get("strip_accents")
-                        .and_then(Value::as_bool)
-                        .unwrap_or(lower);
-                    if strip != lower {
-                        return Err(unsupported(
-                            &path,
-                            "BertNormalizer with strip_accents != lowercase".into(),
-                        ));
-                    }
-                    lower
+                    (
+                        lower,
+                        n.get("strip_accents")
+                            .and_then(Value::as_bool)
+                            .unwrap_or(lower),
+                    )
                 }
                 _ => {
                     return Err(unsupported(
@@ -377,6 +367,11 @@ pub fn read(dir: &Path, cfg: &Json, vocab_size: usize) -> Result<TokenizerOut, I
                     ))
                 }
             };
+            if strip != lowercase {
+                config
+                    .extra
+                    .insert("strip_accents".into(), toml::Value::Boolean(strip));
+            }
             if !matches!(pre.as_slice(), [p] if kind(p) == "BertPreTokenizer") {
                 return Err(unsupported(
                     &path,
