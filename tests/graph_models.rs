@@ -1,0 +1,336 @@
+//! The graph path on the real models of ../shared/models.md (imported from
+//! their GGUFs, which write a graph section): graph vs curated, fused vs
+//! unfused, nox vs cpu, nox bit-exactness across runs and thread counts, a
+//! renamed model_type running on the graph alone, `graph --emit`.
+//!
+//! The curated LlamaStyle family (tested against transformers elsewhere) is
+//! the reference; tolerances are ops.md's "full forward, logits" (1e-3).
+//! Models come from `$CYB_MODELS_DIR` (default `.cache/models`), which
+//! scripts/fetch-models.sh fills.
+
+use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
+use cyb_llm::curated::llama::{Llama, LogitRows};
+use cyb_llm::graph::{resolve_path, GraphModel, GraphOptions, PathChoice};
+use cyb_llm::import::{import, ImportOptions};
+use cyb_llm::loader::{ExecPath, Model};
+use cyb_llm::tokenizer::Tokenizer;
+use cyb_llm::ExecutionError;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const SMOLLM2: &str = "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf";
+const GEMMA3: &str = "gemma3/gemma-3-270m-q4_k_m.gguf";
+const CTX: usize = 256;
+
+fn model_file(rel: &str) -> PathBuf {
+    let dir = std::env::var_os("CYB_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
+    let p = dir.join(rel);
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/fetch-models.sh (or set CYB_MODELS_DIR) before the tests",
+        p.display()
+    );
+    p
+}
+
+fn imported(rel: &str, no_graph: bool) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("m.model");
+    let opts = ImportOptions {
+        no_graph,
+        ..Default::default()
+    };
+    import(&model_file(rel), &out, &opts).unwrap();
+    (dir, out)
+}
+
+fn load(path: &Path) -> Arc<Model> {
+    Arc::new(cyb_llm::load(path).unwrap())
+}
+
+fn prompt(model: &Model, text: &str) -> Vec<u32> {
+    let tok = Tokenizer::from_model(model).unwrap();
+    let ids = tok.encode(text, true).unwrap();
+    assert!(ids.len() > 2);
+    ids
+}
+
+fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}
+
+fn rel_err(y: &[f32], r: &[f32]) -> f32 {
+    assert_eq!(y.len(), r.len());
+    let scale = r.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
+    let diff = y
+        .iter()
+        .zip(r)
+        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+    diff / scale
+}
+
+/// Greedy decoding on the curated family: the tokens and the logits of every step.
+fn curated_greedy(model: &Arc<Model>, ids: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
+    let d = Dispatcher::new(
+        BackendChoice::Named("cpu".into()),
+        &BackendConfig { threads: 2 },
+    )
+    .unwrap();
+    let llama = Llama::new(model.clone(), CTX).unwrap();
+    let mut cache = llama.new_cache(&d).unwrap();
+    let mut ctx = ExecContext::new(2);
+    let mut step = |ids: &[u32]| {
+        let t = llama
+            .forward(&d, &mut ctx, &mut cache, ids, LogitRows::Last)
+            .unwrap();
+        d.primary().try_download_f32(&t).unwrap()
+    };
+    let mut logits = vec![step(ids)];
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let t = argmax(logits.last().unwrap());
+        out.push(t);
+        logits.push(step(&[t]));
+    }
+    logits.pop();
+    (out, logits)
+}
+
+struct GraphRun {
+    logits: Vec<Vec<f32>>,
+    greedy: Vec<u32>,
+    trace: Option<String>,
+    fused: usize,
+}
+
+/// Feeds the prompt, then `feed` one token at a time, on the graph path.
+fn graph_run(
+    model: &Arc<Model>,
+    backend: &str,
+    threads: usize,
+    fuse: bool,
+    ids: &[u32],
+    feed: &[u32],
+) -> GraphRun {
+    let opts = GraphOptions {
+        fuse,
+        ctx_size: CTX,
+        trace: true,
+        ..Default::default()
+    };
+    let gm = Arc::new(
+        GraphModel::with_backend(
+            model.clone(),
+            BackendChoice::Named(backend.into()),
+            threads,
+            opts,
+        )
+        .unwrap(),
+    );
+    let mut s = gm.session().unwrap();
+    let mut logits = vec![s.forward(ids).unwrap()];
+    for &t in feed {
+        logits.push(s.forward(&[t]).unwrap());
+    }
+    logits.pop();
+    GraphRun {
+        greedy: logits.iter().map(|l| argmax(l)).collect(),
+        logits,
+        trace: s.trace().map(|(h, _)| h),
+        fused: gm.fused_count(),
+    }
+}
+
+fn assert_close(what: &str, got: &[Vec<f32>], reference: &[Vec<f32>], tol: f32) {
+    for (i, (g, r)) in got.iter().zip(reference).enumerate() {
+        let e = rel_err(g, r);
+        assert!(e <= tol, "{what}: step {i}: relative error {e} > {tol}");
+    }
+    eprintln!(
+        "{what}: max relative error {:.3e} over {} steps",
+        got.iter()
+            .zip(reference)
+            .map(|(g, r)| rel_err(g, r))
+            .fold(0.0f32, f32::max),
+        got.len()
+    );
+}
+
+fn graph_matches_curated(rel: &str, text: &str) {
+    let (_dir, path) = imported(rel, false);
+    let model = load(&path);
+    let ids = prompt(&model, text);
+    let (tokens, reference) = curated_greedy(&model, &ids, 16);
+    for fuse in [true, false] {
+        let run = graph_run(&model, "cpu", 2, fuse, &ids, &tokens);
+        assert_eq!(run.greedy, tokens, "{rel}: greedy tokens, fuse {fuse}");
+        assert_close(
+            &format!("{rel} graph (fuse {fuse}) vs curated"),
+            &run.logits,
+            &reference,
+            1e-3,
+        );
+        if fuse {
+            assert!(run.fused > 0, "the fusion pass fused nothing");
+        } else {
+            assert_eq!(run.fused, 0);
+        }
+    }
+}
+
+#[test]
+fn smollm2_graph_matches_curated() {
+    graph_matches_curated(SMOLLM2, "The capital of France is");
+}
+
+#[test]
+fn gemma3_graph_matches_curated() {
+    graph_matches_curated(GEMMA3, "The capital of France is");
+}
+
+#[test]
+fn smollm2_nox_matches_cpu_and_is_bit_exact() {
+    let (_dir, path) = imported(SMOLLM2, false);
+    let model = load(&path);
+    let ids = prompt(&model, "Write a haiku about the sea.");
+    let (tokens, reference) = curated_greedy(&model, &ids, 8);
+    // The CPU reference library (f32 activations, dequantized weights) is
+    // the arbiter: nox must agree with it to the f32 full-forward tolerance.
+    // The fast cpu backend takes int8-quantized activations into its
+    // quantized dot products, so against it the quantized-weights
+    // tolerance of ops.md (5e-2) applies.
+    let arbiter = graph_run(&model, "reference", 2, false, &ids, &tokens);
+    let a = graph_run(&model, "nox", 1, true, &ids, &tokens);
+    let b = graph_run(&model, "nox", 2, true, &ids, &tokens);
+    assert_eq!(a.greedy, tokens, "nox greedy tokens");
+    assert_close("nox vs reference backend", &a.logits, &arbiter.logits, 1e-3);
+    assert_close("nox vs curated (cpu)", &a.logits, &reference, 5e-2);
+    let bits =
+        |r: &GraphRun| -> Vec<u32> { r.logits.iter().flatten().map(|x| x.to_bits()).collect() };
+    assert!(
+        bits(&a) == bits(&b),
+        "nox logits differ between 1 and 2 threads"
+    );
+    assert_eq!(
+        a.trace, b.trace,
+        "nox trace hash differs between 1 and 2 threads"
+    );
+    let c = graph_run(&model, "nox", 2, true, &ids, &tokens);
+    assert!(bits(&b) == bits(&c), "nox logits differ between two runs");
+    assert_eq!(b.trace, c.trace);
+    eprintln!(
+        "nox trace hash (smollm2, {} prompt + {} tokens): {}",
+        ids.len(),
+        tokens.len(),
+        a.trace.unwrap()
+    );
+}
+
+#[test]
+fn renamed_model_type_runs_on_the_graph_path() {
+    let (dir, path) = imported(SMOLLM2, false);
+    let original = load(&path);
+    // The same file with a model_type no family claims.
+    let renamed = dir.path().join("renamed.model");
+    let mut w = cyb_llm::loader::writer::ModelWriter::new(original.name.clone());
+    for s in &original.sections {
+        if let Some(text) = original.section_text(&s.name) {
+            if s.name == "tensors" {
+                continue;
+            }
+            let text = if s.name == "config" {
+                text.replace(
+                    "model_type = \"llama\"",
+                    "model_type = \"my_llama_variant\"",
+                )
+            } else {
+                text.to_string()
+            };
+            w.set_section(&s.name, text);
+        }
+    }
+    for e in original.tensors.entries() {
+        w.add_tensor(cyb_llm::loader::writer::PendingTensor {
+            name: e.name.clone(),
+            shape: e.shape.clone(),
+            dtype: e.dtype,
+            scale: e.scale,
+            data: std::borrow::Cow::Borrowed(original.tensor_of(e).bytes),
+        })
+        .unwrap();
+    }
+    w.write(&renamed).unwrap();
+    let model = load(&renamed);
+    assert_eq!(model.config.model_type, "my_llama_variant");
+    assert_eq!(model.exec_path, ExecPath::Graph);
+    assert_eq!(
+        resolve_path(&model, PathChoice::Auto, &BackendChoice::Auto).unwrap(),
+        ExecPath::Graph
+    );
+    assert!(resolve_path(&model, PathChoice::Curated, &BackendChoice::Auto).is_err());
+    let ids = prompt(&original, "The capital of France is");
+    let (tokens, reference) = curated_greedy(&original, &ids, 8);
+    let run = graph_run(&model, "cpu", 2, true, &ids, &tokens);
+    assert_eq!(run.greedy, tokens);
+    assert_close(
+        "renamed model (graph) vs curated",
+        &run.logits,
+        &reference,
+        1e-3,
+    );
+}
+
+#[test]
+fn emit_adds_the_same_graph_and_nox_needs_one() {
+    let (dir, path) = imported(SMOLLM2, true);
+    let bare = cyb_llm::load(&path).unwrap();
+    assert!(bare.graph.is_none(), "--no-graph wrote a graph section");
+    let err =
+        resolve_path(&bare, PathChoice::Auto, &BackendChoice::Named("nox".into())).unwrap_err();
+    assert_eq!(
+        err,
+        ExecutionError::BackendInit {
+            backend: "nox".into(),
+            reason: "model has no graph section".into()
+        }
+    );
+    let out = dir.path().join("emitted.model");
+    cyb_llm::graph::llama::emit_graph(&bare, &out).unwrap();
+    let emitted = cyb_llm::load(&out).unwrap();
+    let (_d2, with_graph) = imported(SMOLLM2, false);
+    let imported = cyb_llm::load(&with_graph).unwrap();
+    assert!(
+        emitted.section_text("graph").unwrap().trim_end()
+            == imported.section_text("graph").unwrap().trim_end(),
+        "emitted and imported graph sections differ"
+    );
+    assert_eq!(emitted.graph, imported.graph);
+    // Every tensor kept byte for byte.
+    for e in bare.tensors.entries() {
+        assert_eq!(
+            emitted.tensor(&e.name).unwrap().bytes,
+            bare.tensor_of(e).bytes
+        );
+    }
+    // Emitting in place replaces the section (temp file + rename).
+    drop(emitted);
+    cyb_llm::graph::llama::emit_graph(&cyb_llm::load(&out).unwrap(), &out).unwrap();
+    assert_eq!(cyb_llm::load(&out).unwrap().graph, imported.graph);
+    assert_eq!(
+        resolve_path(
+            &imported,
+            PathChoice::Auto,
+            &BackendChoice::Named("nox".into())
+        )
+        .unwrap(),
+        ExecPath::Graph
+    );
+}
