@@ -118,8 +118,10 @@ fn round_trip(label: &str) -> cyb_llm::Model {
     assert_eq!(a.num_attention_heads, u("head_count"));
     assert_eq!(a.num_key_value_heads, u("head_count_kv"));
     assert_eq!(a.max_position_embeddings, u("context_length"));
-    assert_eq!(a.rope_theta, m["rope_freq_base"].as_f64());
-    assert_eq!(a.rms_norm_eps, m["rms_eps"].as_f64());
+    // GGUF stores these as f32.
+    let f = |v: Option<f64>| v.map(|x| x as f32);
+    assert_eq!(f(a.rope_theta), f(m["rope_freq_base"].as_f64()));
+    assert_eq!(f(a.rms_norm_eps), f(m["rms_eps"].as_f64()));
     let embed = model.tensor("model.embed_tokens.weight").unwrap();
     assert_eq!(a.vocab_size, Some(embed.entry.shape[0]));
     assert_eq!(

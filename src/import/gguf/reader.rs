@@ -38,9 +38,12 @@ impl Value {
         }
     }
 
-    /// The value as a float (integers convert).
+    /// The value as a float (integers convert). A float32-exact value comes back as the
+    /// f64 of its shortest f32 decimal form (`1e-6f32` gives `1e-6`, not `9.99999997e-7`),
+    /// so configs read like the source's; converting back to f32 is exact.
     pub fn as_f64(&self) -> Option<f64> {
         match *self {
+            Value::Float(v) if v as f32 as f64 == v => format!("{}", v as f32).parse().ok(),
             Value::Float(v) => Some(v),
             Value::UInt(v) => Some(v as f64),
             Value::Int(v) => Some(v as f64),
