@@ -159,9 +159,12 @@ fn byte_level_preset(path: &Path, pre: &[&Value]) -> Result<String, ImportError>
     Ok(found.into())
 }
 
-/// Whether an SPM-style tokenizer prepends `▁` to the input.
+/// Whether an SPM-style tokenizer prepends `▁` to the input. A `Split` on `" "` (Gemma's
+/// tokenizer.json) is accepted after a normalizer that replaced every space with `▁`,
+/// where it can no longer split anything.
 fn spm_space_prefix(path: &Path, tj: &Json) -> Result<bool, ImportError> {
     let mut prefix = false;
+    let mut spaces_replaced = false;
     for n in steps(tj.get("normalizer"), "normalizers") {
         let content = n.get("content").and_then(Value::as_str);
         let pattern = n
@@ -169,7 +172,7 @@ fn spm_space_prefix(path: &Path, tj: &Json) -> Result<bool, ImportError> {
             .and_then(|p| p.get("String"))
             .and_then(Value::as_str);
         match (kind(n), pattern, content) {
-            ("Replace", Some(" "), Some("▁")) => {}
+            ("Replace", Some(" "), Some("▁")) => spaces_replaced = true,
             ("Prepend", _, _) if n.get("prepend").and_then(Value::as_str) == Some("▁") => {
                 prefix = true
             }
@@ -179,10 +182,16 @@ fn spm_space_prefix(path: &Path, tj: &Json) -> Result<bool, ImportError> {
     for p in steps(tj.get("pre_tokenizer"), "pretokenizers") {
         let scheme = p.get("prepend_scheme").and_then(Value::as_str);
         let legacy = p.get("add_prefix_space").and_then(Value::as_bool);
+        let split_on_space = p
+            .get("pattern")
+            .and_then(|x| x.get("String"))
+            .and_then(Value::as_str)
+            == Some(" ");
         match kind(p) {
             "Metaspace" if p.get("split").and_then(Value::as_bool) != Some(true) => {
                 prefix |= matches!(scheme, Some("first" | "always")) || legacy == Some(true)
             }
+            "Split" if split_on_space && spaces_replaced => {}
             _ => return Err(unsupported(path, format!("SPM-style pre-tokenizer {p}"))),
         }
     }
@@ -675,6 +684,14 @@ mod tests {
         assert!(read(meta).unwrap());
         let never = json!({"pre_tokenizer": {"type": "Metaspace", "replacement": "▁", "prepend_scheme": "never", "split": false}});
         assert!(!read(never).unwrap());
+        let gemma = json!({"normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "▁"},
+            "pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "MergedWithPrevious", "invert": false}});
+        assert!(!read(gemma).unwrap());
+        let split_only = json!({"pre_tokenizer": {"type": "Split", "pattern": {"String": " "}, "behavior": "Isolated"}});
+        assert!(
+            read(split_only).is_err(),
+            "a Split on spaces that still sees spaces changes tokenization"
+        );
         let nfkc = json!({"normalizer": {"type": "NFKC"}});
         assert!(read(nfkc).is_err());
     }
