@@ -1,12 +1,15 @@
 //! matvec per weight encoding at LLM shapes, next to the machine's read bandwidth.
 //!
-//! `cargo bench --bench matvec` (threads: `CYB_BENCH_THREADS`, default 2; encodings:
-//! `CYB_BENCH_DTYPES=q4_0,q8_0`, default all; `CYB_LLM_PORTABLE_KERNELS=1` for the portable
-//! path). First prints a table: weight bytes / time as GB/s and as a share of the read
-//! bandwidth measured in the same run (a parallel sum over 512 MiB, best of 8, before and
-//! after the cases; the larger counts); then
-//! the criterion measurements (throughput = weight bytes). Each case cycles through copies of
-//! its weights totalling at least 256 MiB, so that weights come from memory as in a real
+//! `cargo bench --bench matvec`. Settings: `CYB_BENCH_THREADS` (default 2),
+//! `CYB_BENCH_DTYPES=q4_0,q8_0` (default all), `CYB_BENCH_SHAPES=4096x4096,...` (n x k),
+//! `CYB_LLM_PORTABLE_KERNELS=1` (portable path), `CYB_BENCH_CACHED=1` (one copy of the
+//! weights, so they stay in cache: the kernels' compute rate).
+//!
+//! First prints a table: weight bytes / time (median) as GB/s and as a share of the read
+//! bandwidth measured in the same run (a parallel sum over 512 MiB in 16 MiB arrays, median,
+//! plain and prefetching, before and after the cases; the largest counts); then the
+//! criterion measurements (throughput = weight bytes). Each case cycles through copies of its
+//! weights totalling at least 256 MiB, so that the weights come from memory as in a real
 //! forward pass (a model's layers do not fit in the last-level cache), not from the cache.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
@@ -90,28 +93,72 @@ fn weights(dtype: DType, n: usize, k: usize) -> Vec<u8> {
     w
 }
 
-/// Read bandwidth in GB/s: a wrapping sum of u64 over 512 MiB (integer, so the compiler
-/// vectorizes it freely), one contiguous part per thread, best of 8.
-fn read_bandwidth(pool: &rayon::ThreadPool) -> f64 {
-    let data: Vec<u64> = (0..64u64 << 20).collect();
-    let part = data.len().div_ceil(pool.current_num_threads());
-    let mut best = f64::MAX;
-    for _ in 0..8 {
-        let t = Instant::now();
-        let s: u64 = pool.install(|| {
-            data.par_chunks(part)
-                .map(|c| c.iter().fold(0u64, |a, &v| a.wrapping_add(v)))
-                .reduce(|| 0, u64::wrapping_add)
-        });
-        std::hint::black_box(s);
-        best = best.min(t.elapsed().as_secs_f64());
+/// Wrapping sum of `c`, 64 bytes at a time, with the line 4 KiB ahead prefetched (as the
+/// kernels do) where the CPU has a prefetch instruction.
+fn sum_prefetched(c: &[u64]) -> u64 {
+    let mut acc = [0u64; 8];
+    for (j, line) in c.chunks(8).enumerate() {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetching has no effect on memory and does not fault on any address.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(c.as_ptr().wrapping_add(8 * j + 512) as *const i8);
+        }
+        for (a, &v) in acc.iter_mut().zip(line) {
+            *a = a.wrapping_add(v);
+        }
     }
-    (data.len() * 8) as f64 / best / 1e9
+    acc.iter().fold(0, |a, &v| a.wrapping_add(v))
 }
 
-/// Copies of one weight matrix totalling at least 256 MiB (at least two).
+/// Read bandwidth in GB/s, measured the way the cases read their weights: a wrapping sum of
+/// u64 over 32 arrays of 16 MiB taken in turn, each split over the pool like a matvec's rows;
+/// the median over three rounds, plain and with software prefetch, whichever is faster.
+fn read_bandwidth(pool: &rayon::ThreadPool) -> f64 {
+    let len = 2usize << 20;
+    let arrays: Vec<Vec<u64>> = (0..32u64)
+        .map(|a| (0..len as u64).map(|i| i ^ a).collect())
+        .collect();
+    let part = len.div_ceil(4 * pool.current_num_threads());
+    let plain = |c: &[u64]| c.iter().fold(0u64, |a, &v| a.wrapping_add(v));
+    let rate = |sum: &(dyn Fn(&[u64]) -> u64 + Sync)| {
+        let mut times: Vec<f64> = (0..3 * arrays.len())
+            .map(|r| {
+                let data = &arrays[r % arrays.len()];
+                let t = Instant::now();
+                let s: u64 = pool.install(|| {
+                    data.par_chunks(part)
+                        .map(sum)
+                        .reduce(|| 0, u64::wrapping_add)
+                });
+                std::hint::black_box(s);
+                t.elapsed().as_secs_f64()
+            })
+            .collect();
+        times.sort_by(f64::total_cmp);
+        (len * 8) as f64 / times[times.len() / 2] / 1e9
+    };
+    rate(&plain).max(rate(&sum_prefetched))
+}
+
+/// `CYB_BENCH_SHAPES` (`NxK,NxK`) or [`SHAPES`].
+fn shapes() -> Vec<(usize, usize)> {
+    let parse = |s: &str| {
+        let (n, k) = s.split_once('x')?;
+        Some((n.parse().ok()?, k.parse().ok()?))
+    };
+    match std::env::var("CYB_BENCH_SHAPES") {
+        Ok(list) => list.split(',').filter_map(parse).collect(),
+        Err(_) => SHAPES.to_vec(),
+    }
+}
+
+/// Copies of one weight matrix totalling at least 256 MiB (at least two; one when cached).
 fn copies(dtype: DType, n: usize, k: usize) -> Vec<Vec<u8>> {
     let w = weights(dtype, n, k);
+    if std::env::var("CYB_BENCH_CACHED").is_ok_and(|v| v == "1") {
+        return vec![w];
+    }
     let count = (256usize << 20).div_ceil(w.len()).max(2);
     vec![w; count]
 }
@@ -146,9 +193,10 @@ fn bench(c: &mut Criterion) {
         .unwrap();
     let bw_before = read_bandwidth(&pool);
     let dtypes = dtypes();
+    let shapes = shapes();
     let mut rows = Vec::new();
     for &dtype in &dtypes {
-        for (n, k) in SHAPES {
+        for &(n, k) in &shapes {
             let ws = copies(dtype, n, k);
             let t = time_matvec(&pool, dtype, &ws, n, k);
             rows.push((dtype, n, k, t, ws[0].len() as f64 / t / 1e9));
@@ -177,7 +225,7 @@ fn bench(c: &mut Criterion) {
     group.warm_up_time(Duration::from_millis(300));
     group.measurement_time(Duration::from_secs(1));
     for &dtype in &dtypes {
-        for (n, k) in SHAPES {
+        for &(n, k) in &shapes {
             let ws = copies(dtype, n, k);
             let x = vec![0.25f32; k];
             let mut y = vec![0.0f32; n];
