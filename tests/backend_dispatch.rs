@@ -147,7 +147,7 @@ fn a_chain_without_fallback_reports_unsupported_ops() {
 #[test]
 fn explicit_backends_that_cannot_start_are_errors_and_auto_moves_on() {
     let config = BackendConfig { threads: 2 };
-    for name in ["wgpu", "wgpu+rs", "honeycrisp", "nox"] {
+    for name in ["wgpu", "wgpu+rs", "honeycrisp"] {
         let choice = BackendChoice::parse(name).unwrap();
         match Dispatcher::new(choice, &config) {
             Err(ExecutionError::BackendInit { backend, reason }) => {

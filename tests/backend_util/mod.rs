@@ -47,7 +47,7 @@ fn scale_offsets(dtype: DType) -> &'static [usize] {
 }
 
 /// Random encoded bytes for `shape` in `dtype`: random quants with small
-/// finite scales for block encodings, random values for f32/f16/bf16.
+/// finite scales of either sign for block encodings, random values for f32/f16/bf16.
 pub fn rand_weight(rng: &mut ChaCha8Rng, shape: &[usize], dtype: DType) -> Tensor {
     let n: usize = shape.iter().product();
     let bytes: Vec<u8> = match dtype {
@@ -68,7 +68,9 @@ pub fn rand_weight(rng: &mut ChaCha8Rng, shape: &[usize], dtype: DType) -> Tenso
             let mut b: Vec<u8> = (0..size).map(|_| rng.gen()).collect();
             for block in b.chunks_mut(dtype.block_bytes()) {
                 for &off in scale_offsets(dtype) {
-                    let s = half::f16::from_f32(rng.gen_range(0.001f32..0.05));
+                    let magnitude = rng.gen_range(0.001f32..0.05);
+                    let sign = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
+                    let s = half::f16::from_f32(sign * magnitude);
                     block[off..off + 2].copy_from_slice(&s.to_le_bytes());
                 }
             }

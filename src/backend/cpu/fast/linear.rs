@@ -1,5 +1,6 @@
 //! Fast matmul (weights read in place, any encoding) and embedding lookup.
 
+use super::super::kernels;
 use crate::backend::tensor::{decode_into, F32Read};
 use crate::backend::{ExecContext, Tensor};
 use crate::dtype::DType;
@@ -124,7 +125,8 @@ pub(super) fn matmul(
     matmul_values(&xs, w, out_shape, ctx)
 }
 
-/// `Matmul` of host values `x` (rows of K) by `w`.
+/// `Matmul` of host values `x` (rows of K) by `w`: the quantized kernels for
+/// encoded weights they cover, else rows decoded one at a time.
 pub(super) fn matmul_values(
     x: &[f32],
     w: &Tensor,
@@ -132,6 +134,18 @@ pub(super) fn matmul_values(
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
     let (n, k) = (w.shape()[0], w.shape()[1]);
+    if k == 0 {
+        return ctx.tensor_with(out_shape, true, |_| Ok(()));
+    }
+    // Encoded weights with a kernel: dot products straight from the stored
+    // blocks (the tensor's byte size was checked against its shape).
+    if let Some(bytes) = w.as_bytes().filter(|_| kernels::supports(w.dtype())) {
+        let m = x.len() / k;
+        return ctx.tensor_with(out_shape, false, |y| {
+            kernels::matmul(w.dtype(), bytes, n, k, x, m, y);
+            Ok(())
+        });
+    }
     let held = hold(w, "Matmul")?;
     let weight = Weight::of(w, &held).ok_or_else(|| unreadable(w))?;
     ctx.tensor_with(out_shape, false, |y| matmul_into(x, k, &weight, n, y))
