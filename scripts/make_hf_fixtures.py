@@ -20,6 +20,8 @@ What it writes, all references independent of the Rust code:
   embeddings) exactly as transformers 5 saves it (`rope_parameters`, `chat_template.jinja`).
 - `llama_fused/`: a tiny LlamaForCausalLM in f16 whose q/k/v and gate/up projections were fused
   into `qkv_proj` / `gate_up_proj` (as Phi-3 stores them), with a Llama-3-style BPE tokenizer.
+- `llama_spm/`: a tiny Llama in bf16 with a legacy Llama-2-style SPM tokenizer.json
+  (Prepend("▁") + Replace normalizer, byte fallback, `<s>` added by the post-processor).
 - `<name>/expected.safetensors`: every canonical tensor the importer must write, as f32, computed
   here: bf16/f16 upcast by torch, Gemma norm gains as `np.float32(1) + w` (numpy), fused
   tensors taken from the unfused state dict before fusing.
@@ -27,7 +29,8 @@ What it writes, all references independent of the Rust code:
   SHA-256 of every tensor's f32 bytes and of its f16 bytes (numpy `astype(float16)`), read with
   the python safetensors package, keyed by name.
 - `<name>/encode.json`, `minilm_encode.json`: token ids of a few texts from the `tokenizers`
-  package (cross-checked with transformers' AutoTokenizer), with and without special tokens.
+  package (cross-checked with transformers' AutoTokenizer except for llama_spm, see
+  write_encode_cases), with and without special tokens.
 """
 
 import argparse
@@ -119,10 +122,13 @@ def byte_level_tokenizer(regex, vocab_size, specials, user_tokens, bos=None):
     return tok
 
 
-def spm_tokenizer(vocab_size, specials):
-    """An SPM-style BPE (▁ for space, <0xNN> byte fallback) like Gemma's tokenizer.json."""
+def spm_tokenizer(vocab_size, specials, bos="<bos>", prepend=False):
+    """An SPM-style BPE (▁ for space, <0xNN> byte fallback): Gemma's tokenizer.json layout, or
+    with `prepend` the legacy Llama 2 one (Prepend("▁") normalizer, no pre-tokenizer)."""
+    space = normalizers.Replace(" ", "▁")
+    normalizer = normalizers.Sequence([normalizers.Prepend("▁"), space]) if prepend else space
     learner = Tokenizer(models.BPE())
-    learner.normalizer = normalizers.Replace(" ", "▁")
+    learner.normalizer = normalizer
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, show_progress=False)
     learner.train_from_iterator(CORPUS, trainer)
     learned = json.loads(learner.to_str())["model"]
@@ -136,13 +142,17 @@ def spm_tokenizer(vocab_size, specials):
             vocab[piece] = len(vocab)
     merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in learned["merges"]]
     tok = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token="<unk>", byte_fallback=True, fuse_unk=True))
-    tok.normalizer = normalizers.Replace(" ", "▁")
-    tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")  # as transformers' GemmaTokenizer
-    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()])
+    tok.normalizer = normalizer
+    steps = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if prepend:
+        steps.append(decoders.Strip(" ", 1, 0))
+    else:
+        tok.pre_tokenizer = pre_tokenizers.Split(" ", "merged_with_previous")  # as transformers' GemmaTokenizer
+    tok.decoder = decoders.Sequence(steps)
     tok.add_special_tokens(specials)
-    bos_id = tok.token_to_id("<bos>")
+    bos_id = tok.token_to_id(bos)
     tok.post_processor = processors.TemplateProcessing(
-        single="<bos> $A", pair="<bos> $A <bos> $B", special_tokens=[("<bos>", bos_id)]
+        single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)]
     )
     return tok
 
@@ -384,6 +394,50 @@ def make_qwen3():
     save_expected(d, expected)
 
 
+def make_llama_spm():
+    d = os.path.join(OUT, "llama_spm")
+    shutil.rmtree(d, ignore_errors=True)
+    src = os.path.join(d, "model")
+    os.makedirs(src)
+    tok = spm_tokenizer(330, ["<unk>", "<s>", "</s>"], bos="<s>", prepend=True)
+    tok.save(os.path.join(src, "tokenizer.json"))
+    n = tok.get_vocab_size()
+    cfg = LlamaConfig(
+        vocab_size=n,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=256,
+        tie_word_embeddings=False,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+    torch.manual_seed(SEED)
+    model = LlamaForCausalLM(cfg)
+    randomize(model, 0.5)
+    model = model.to(torch.bfloat16)
+    model.save_pretrained(src)
+    for extra in ("chat_template.jinja", "generation_config.json"):
+        if os.path.exists(os.path.join(src, extra)):
+            os.remove(os.path.join(src, extra))
+    write_json(
+        os.path.join(src, "tokenizer_config.json"),
+        {
+            "add_bos_token": True,
+            "add_eos_token": False,
+            "bos_token": "<s>",
+            "eos_token": "</s>",
+            "legacy": True,
+            "pad_token": None,
+            "tokenizer_class": "LlamaTokenizer",
+            "unk_token": "<unk>",
+        },
+    )
+    save_expected(d, f32_state(model))
+
+
 def make_llama_fused():
     d = os.path.join(OUT, "llama_fused")
     shutil.rmtree(d, ignore_errors=True)
@@ -475,21 +529,25 @@ ENCODE_TEXTS = [
 ]
 
 
-def write_encode_cases(folder, out_path):
+def write_encode_cases(folder, out_path, check_auto=True):
     """Ids of ENCODE_TEXTS from the `tokenizers` package (padding and truncation off), with and
-    without the post-processor's special tokens; transformers' AutoTokenizer must agree."""
+    without the post-processor's special tokens. With `check_auto`, transformers' AutoTokenizer
+    must agree; it is off for the legacy Llama-2 layout, whose normalizer transformers 5
+    replaces by its own Metaspace (it then does not prepend "▁" to text that starts with a
+    space, while the file's Prepend, sentencepiece and llama.cpp do)."""
     from transformers import AutoTokenizer
 
     raw = Tokenizer.from_file(os.path.join(folder, "tokenizer.json"))
     raw.no_padding()
     raw.no_truncation()
-    auto = AutoTokenizer.from_pretrained(folder)
+    auto = AutoTokenizer.from_pretrained(folder) if check_auto else None
     cases = []
     for text in ENCODE_TEXTS:
         ids = raw.encode(text, add_special_tokens=False).ids
         ids_special = raw.encode(text, add_special_tokens=True).ids
-        assert ids == auto(text, add_special_tokens=False)["input_ids"], (folder, text)
-        assert ids_special == auto(text, add_special_tokens=True)["input_ids"], (folder, text)
+        if auto is not None:
+            assert ids == auto(text, add_special_tokens=False)["input_ids"], (folder, text)
+            assert ids_special == auto(text, add_special_tokens=True)["input_ids"], (folder, text)
         cases.append({"text": text, "ids": ids, "ids_special": ids_special})
     write_json(out_path, cases)
 
@@ -522,9 +580,11 @@ def main():
     make_gemma3()
     make_qwen3()
     make_llama_fused()
+    make_llama_spm()
     make_minilm(args.models_dir)
-    for name in ("qwen2", "qwen3", "gemma3", "llama_fused"):
-        write_encode_cases(os.path.join(OUT, name, "model"), os.path.join(OUT, name, "encode.json"))
+    for name in ("qwen2", "qwen3", "gemma3", "llama_fused", "llama_spm"):
+        folder = os.path.join(OUT, name, "model")
+        write_encode_cases(folder, os.path.join(OUT, name, "encode.json"), check_auto=name != "llama_spm")
     write_encode_cases(os.path.join(args.models_dir, "minilm"), os.path.join(OUT, "minilm_encode.json"))
 
 

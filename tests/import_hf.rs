@@ -302,6 +302,21 @@ fn fused_llama_f16_is_split_and_kept_as_f16() {
 }
 
 #[test]
+fn legacy_llama2_spm_tokenizer_prepends_a_space() {
+    let (_dir, m) = run_import(&fixtures().join("llama_spm/model"), QuantChoice::Keep);
+    assert_matches_expected(&m, "llama_spm");
+    assert_eq!(m.config.architecture.tie_word_embeddings, Some(false));
+    let t = m.config.tokenizer.as_ref().unwrap();
+    assert_eq!(t.kind, "spm");
+    assert_eq!(t.extra["add_space_prefix"].as_bool(), Some(true));
+    assert_eq!(
+        (t.bos_token_id, t.unk_token_id, t.add_bos),
+        (Some(1), Some(0), Some(true))
+    );
+    assert_eq!(t.eos_token_ids, [2]);
+}
+
+#[test]
 fn quant_f16_and_q8_0_reencode_matrices_only() {
     let bytes = std::fs::read(fixtures().join("qwen2/expected.safetensors")).unwrap();
     let expected = SafeTensors::deserialize(&bytes).unwrap();
@@ -444,7 +459,7 @@ fn assert_encodes_like_hf(m: &Model, cases: &Path) {
 
 #[test]
 fn imported_tokenizers_encode_like_hf() {
-    for name in ["qwen2", "qwen3", "gemma3", "llama_fused"] {
+    for name in ["qwen2", "qwen3", "gemma3", "llama_fused", "llama_spm"] {
         let (_dir, m) = run_import(&fixtures().join(name).join("model"), QuantChoice::Keep);
         assert_encodes_like_hf(&m, &fixtures().join(name).join("encode.json"));
     }
