@@ -79,14 +79,7 @@ pub fn byte_level_bpe(vocab: &Vocab, pre: &str) -> Result<tokenizers::Tokenizer,
     let (regexes, ignore_merges) = bpe_preset(pre)
         .ok_or_else(|| format!("unknown pre-tokenizer preset `{pre}` (see tokenizer.md)"))?;
     let ids = piece_ids(vocab);
-    let merges: Vec<(String, String)> = vocab
-        .merges
-        .iter()
-        .filter(|(a, b)| {
-            ids.contains_key(a) && ids.contains_key(b) && ids.contains_key(&format!("{a}{b}"))
-        })
-        .cloned()
-        .collect();
+    let merges = known_merges(vocab, &ids);
     let model = BpeBuilder::new()
         .vocab_and_merges(ids, merges)
         .ignore_merges(ignore_merges)
@@ -104,12 +97,28 @@ pub fn byte_level_bpe(vocab: &Vocab, pre: &str) -> Result<tokenizers::Tokenizer,
     Ok(tok)
 }
 
-/// SentencePiece-style BPE: `" "` → `"▁"`, merges ordered by the score of the merged
-/// piece (highest first, as llama.cpp's SPM tokenizer picks them), byte fallback.
-pub fn spm(vocab: &Vocab, unk: Option<u32>) -> Result<tokenizers::Tokenizer, String> {
-    let ids = piece_ids(vocab);
+/// The vocabulary's merges whose parts and result are all pieces.
+fn known_merges(vocab: &Vocab, ids: &PieceIds) -> Vec<(String, String)> {
+    vocab
+        .merges
+        .iter()
+        .filter(|(a, b)| {
+            ids.contains_key(a) && ids.contains_key(b) && ids.contains_key(&format!("{a}{b}"))
+        })
+        .cloned()
+        .collect()
+}
+
+/// SPM merges derived from scores: every split of a normal piece into two normal pieces,
+/// ordered by the score of the merged piece (highest first, as llama.cpp's SPM tokenizer
+/// picks them).
+fn merges_from_scores(vocab: &Vocab, ids: &PieceIds) -> Vec<(String, String)> {
     let scores = vocab.scores.as_deref();
     let score = |id: usize| scores.and_then(|s| s.get(id).copied()).unwrap_or(0.0);
+    let normal = |p: &str| {
+        ids.get(p)
+            .is_some_and(|&i| vocab.token_type(i as usize) == token_type::NORMAL)
+    };
     let mut ranked: Vec<(f32, u32, usize, &str, &str)> = Vec::new();
     for (id, piece) in vocab.tokens.iter().enumerate() {
         if vocab.token_type(id) != token_type::NORMAL || ids.get(piece) != Some(&(id as u32)) {
@@ -117,20 +126,27 @@ pub fn spm(vocab: &Vocab, unk: Option<u32>) -> Result<tokenizers::Tokenizer, Str
         }
         for (at, _) in piece.char_indices().skip(1) {
             let (l, r) = piece.split_at(at);
-            let usable = |p: &str| {
-                ids.get(p)
-                    .is_some_and(|&i| vocab.token_type(i as usize) == token_type::NORMAL)
-            };
-            if usable(l) && usable(r) {
+            if normal(l) && normal(r) {
                 ranked.push((score(id), id as u32, at, l, r));
             }
         }
     }
     ranked.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)).then(a.2.cmp(&b.2)));
-    let merges = ranked
+    ranked
         .into_iter()
         .map(|(_, _, _, l, r)| (l.to_string(), r.to_string()))
-        .collect();
+        .collect()
+}
+
+/// SentencePiece-style BPE: `" "` → `"▁"`, byte fallback; the vocabulary's own merges
+/// when it has them (Hugging Face imports), else merges derived from the scores.
+pub fn spm(vocab: &Vocab, unk: Option<u32>) -> Result<tokenizers::Tokenizer, String> {
+    let ids = piece_ids(vocab);
+    let merges = if vocab.merges.is_empty() {
+        merges_from_scores(vocab, &ids)
+    } else {
+        known_merges(vocab, &ids)
+    };
     let mut builder = BpeBuilder::new()
         .vocab_and_merges(ids, merges)
         .byte_fallback(true);
