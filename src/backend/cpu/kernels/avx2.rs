@@ -1,6 +1,8 @@
 //! AVX2 + FMA + F16C row kernels (x86-64). Same arithmetic as the portable kernels: integer
 //! dot products per (sub-)block through `maddubs` (unsigned weight codes times signed 8-bit
-//! activations, or the sign trick for signed codes), then one f32 FMA per block.
+//! activations, or the sign trick for signed codes), then one f32 FMA per block. The f16
+//! scales of the 32-value blocks come from a 256 KiB table (a load instead of a conversion),
+//! and every loop prefetches the weights 4 KiB ahead.
 //!
 //! The public wrappers are safe to call only on a CPU with AVX2, FMA and F16C; the module is
 //! private to the kernels, which select it only after detecting them.
