@@ -29,7 +29,7 @@ OUT_DIR = os.path.join("tests", "fixtures", "gguf")
 
 MODELS = [
     ("smollm2-q4_1", "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"),
-    ("gemma3-270m-q4_k_m", "gemma3-270m/gemma-3-270m-q4_k_m.gguf"),
+    ("gemma3-270m-q4_k_m", "gemma3/gemma-3-270m-q4_k_m.gguf"),
 ]
 
 TOP = {

@@ -54,7 +54,7 @@ def main():
     os.makedirs(OUT_DIR, exist_ok=True)
     sources = [
         ("smollm2", "gguf", "smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
-        ("gemma3-270m", "gguf", "gemma3-270m", "gemma-3-270m-q4_k_m.gguf"),
+        ("gemma3-270m", "gguf", "gemma3", "gemma-3-270m-q4_k_m.gguf"),
         ("minilm", "hf", "minilm", None),
     ]
     for label, kind, folder, file in sources:
