@@ -2,7 +2,7 @@
 //! bit-identical to gguf-py (`gguf.quants`).
 //!
 //! Layout: [`plain`] (f32, f16, bf16, integers, ternary), [`blocks32`] (q8_0, q4_0, q4_1,
-//! q5_0, q5_1), [`kquants`] (q2_k .. q6_k) and [`quantize`](mod@quantize) (f32 to f16, bf16,
+//! q5_0, q5_1), [`kquants`] (q2_k .. q6_k) and [`quantize()`] (f32 to f16, bf16,
 //! q8_0, q4_0, q4_k, q6_k).
 
 pub mod blocks32;

@@ -82,7 +82,7 @@ pub fn supports(dtype: DType) -> bool {
     !matches!(dtype, DType::Ternary | DType::I32 | DType::I8 | DType::U8)
 }
 
-/// y[n] = sum_k W[n,k] * x[k] for a row-major weight of `dtype` with `n` rows of `k` values.
+/// `y[n] = sum_k W[n,k] * x[k]` for a row-major weight of `dtype` with `n` rows of `k` values.
 ///
 /// # Panics
 /// If `dtype` is not [`supported`](supports), `k` is not a multiple of the block, or a
@@ -91,7 +91,7 @@ pub fn matvec(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], y: &mut [f3
     matmul_with(active_path(), dtype, w, n, k, x, 1, y);
 }
 
-/// Y[m, n] = sum_k X[m,k] * W[n,k]  (X row-major [m,k], Y row-major [m,n]).
+/// `Y[m, n] = sum_k X[m,k] * W[n,k]`  (X row-major `[m,k]`, Y row-major `[m,n]`).
 ///
 /// # Panics
 /// As [`matvec`], with `x` of `m * k` and `y` of `m * n` values.
