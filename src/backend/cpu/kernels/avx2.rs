@@ -23,6 +23,20 @@ macro_rules! wrapper {
     };
 }
 
+macro_rules! wrapper4 {
+    ($(#[$doc:meta])* $name:ident, $imp:ident) => {
+        $(#[$doc])*
+        pub(super) fn $name(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
+            debug_assert!(super::avx2_detected());
+            // SAFETY: as for `wrapper!`.
+            unsafe { $imp(w, x) }
+        }
+    };
+}
+
+wrapper4!(/** f32 weights, four activation rows. */ f32_rows4, f32_rows4_imp);
+wrapper4!(/** f16 weights, four activation rows. */ f16_rows4, f16_rows4_imp);
+wrapper4!(/** bf16 weights, four activation rows. */ bf16_rows4, bf16_rows4_imp);
 wrapper!(/** f32 weights. */ f32_row, f32_imp, f32);
 wrapper!(/** f16 weights. */ f16_row, f16_imp, f32);
 wrapper!(/** bf16 weights. */ bf16_row, bf16_imp, f32);
@@ -187,6 +201,71 @@ unsafe fn field(v: __m256i, s: u32, mask: i8) -> __m256i {
     _mm256_and_si256(
         _mm256_srl_epi16(v, _mm_cvtsi32_si128(s as i32)),
         _mm256_set1_epi8(mask),
+    )
+}
+
+/// One float weight row against four activation rows: `$load` gives the eight weights at
+/// value offset `$o` as f32 (pointer `$wp` to the row), `$scalar` the weight at value `$i`.
+macro_rules! float_rows4 {
+    ($w:ident, $x:ident, $size:expr, |$wp:ident, $o:ident| $load:expr, |$i:ident| $scalar:expr) => {{
+        let n = $x.iter().map(|r| r.len()).min().unwrap_or(0).min($w.len() / $size);
+        let $wp = $w.as_ptr();
+        let mut acc = [_mm256_setzero_ps(); 4];
+        let mut o = 0;
+        while o + 8 <= n {
+            let wv: __m256 = {
+                let $o = o;
+                $load
+            };
+            for (a, r) in acc.iter_mut().zip(&$x) {
+                *a = _mm256_fmadd_ps(wv, _mm256_loadu_ps(r.as_ptr().add(o)), *a);
+            }
+            o += 8;
+        }
+        let mut out = [0.0f32; 4];
+        for ((y, a), r) in out.iter_mut().zip(&acc).zip(&$x) {
+            *y = hsum(*a);
+            for $i in o..n {
+                *y += $scalar * r[$i];
+            }
+        }
+        out
+    }};
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f32_rows4_imp(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
+    float_rows4!(
+        w,
+        x,
+        4,
+        |wp, o| _mm256_loadu_ps((wp as *const f32).add(o)),
+        |i| { (wp as *const f32).add(i).read_unaligned() }
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn f16_rows4_imp(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
+    float_rows4!(
+        w,
+        x,
+        2,
+        |wp, o| _mm256_cvtph_ps(_mm_loadu_si128(wp.add(2 * o) as *const __m128i)),
+        |i| f16_at(wp.add(2 * i))
+    )
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn bf16_rows4_imp(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
+    float_rows4!(
+        w,
+        x,
+        2,
+        |wp, o| {
+            let h = _mm256_cvtepu16_epi32(_mm_loadu_si128(wp.add(2 * o) as *const __m128i));
+            _mm256_castsi256_ps(_mm256_slli_epi32(h, 16))
+        },
+        |i| f32::from_bits(((wp.add(2 * i) as *const u16).read_unaligned() as u32) << 16)
     )
 }
 

@@ -102,6 +102,22 @@ pub fn matmul(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y
 /// A row kernel: the dot product of one encoded weight row with one prepared activation row.
 type RowDot<A> = fn(&[u8], &[A]) -> f32;
 
+/// A four-row kernel: one encoded weight row against four activation rows, the weights
+/// decoded once for all four (used by [`matmul`] when it has at least four rows).
+type RowDot4<A> = fn(&[u8], [&[A]; 4]) -> [f32; 4];
+
+/// The kernels of one encoding on one path.
+struct Kernel<A> {
+    one: RowDot<A>,
+    four: Option<RowDot4<A>>,
+}
+
+impl<A> Kernel<A> {
+    fn one(one: RowDot<A>) -> Self {
+        Kernel { one, four: None }
+    }
+}
+
 /// [`matmul`] on an explicit path (tests run both).
 ///
 /// # Panics
@@ -162,22 +178,31 @@ pub fn matmul_with(
     }
 }
 
-fn float_kernel(path: KernelPath, dtype: DType) -> RowDot<f32> {
+fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
     match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, DType::F32) => avx2::f32_row,
+        (KernelPath::Avx2, DType::F32) => Kernel {
+            one: avx2::f32_row,
+            four: Some(avx2::f32_rows4),
+        },
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, DType::F16) => avx2::f16_row,
+        (KernelPath::Avx2, DType::F16) => Kernel {
+            one: avx2::f16_row,
+            four: Some(avx2::f16_rows4),
+        },
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, _) => avx2::bf16_row,
-        (_, DType::F32) => portable::f32_row,
-        (_, DType::F16) => portable::f16_row,
-        _ => portable::bf16_row,
+        (KernelPath::Avx2, _) => Kernel {
+            one: avx2::bf16_row,
+            four: Some(avx2::bf16_rows4),
+        },
+        (_, DType::F32) => Kernel::one(portable::f32_row),
+        (_, DType::F16) => Kernel::one(portable::f16_row),
+        _ => Kernel::one(portable::bf16_row),
     }
 }
 
-fn block_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8Block> {
-    match (path, dtype) {
+fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
+    Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q8_0) => avx2::q8_0,
         #[cfg(target_arch = "x86_64")]
@@ -193,11 +218,11 @@ fn block_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8Block> {
         (_, DType::Q4_1) => portable::q4_1,
         (_, DType::Q5_0) => portable::q5_0,
         _ => portable::q5_1,
-    }
+    })
 }
 
-fn k_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8KBlock> {
-    match (path, dtype) {
+fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
+    Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q2K) => avx2::q2_k,
         #[cfg(target_arch = "x86_64")]
@@ -213,7 +238,7 @@ fn k_kernel(path: KernelPath, dtype: DType) -> RowDot<Q8KBlock> {
         (_, DType::Q4K) => portable::q4_k,
         (_, DType::Q5K) => portable::q5_k,
         _ => portable::q6_k,
-    }
+    })
 }
 
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
@@ -223,7 +248,7 @@ const ACT_TILE: usize = 16;
 /// pool. `acts` holds `m` rows of `per_row` prepared entries.
 #[allow(clippy::too_many_arguments)]
 fn run<A: Sync>(
-    dot: RowDot<A>,
+    kernel: Kernel<A>,
     w: &[u8],
     row_bytes: usize,
     n: usize,
@@ -240,8 +265,17 @@ fn run<A: Sync>(
             let i1 = (i0 + ACT_TILE).min(m);
             for (r, out_r) in out.chunks_exact_mut(m).enumerate() {
                 let wr = &w[(rows + r) * row_bytes..(rows + r + 1) * row_bytes];
-                for i in i0..i1 {
-                    out_r[i] = dot(wr, &acts[i * per_row..(i + 1) * per_row]);
+                let act = |i: usize| &acts[i * per_row..(i + 1) * per_row];
+                let mut i = i0;
+                if let Some(four) = kernel.four {
+                    while i + 4 <= i1 {
+                        let ys = four(wr, [act(i), act(i + 1), act(i + 2), act(i + 3)]);
+                        out_r[i..i + 4].copy_from_slice(&ys);
+                        i += 4;
+                    }
+                }
+                for (i, o) in out_r.iter_mut().enumerate().take(i1).skip(i) {
+                    *o = (kernel.one)(wr, act(i));
                 }
             }
         }
