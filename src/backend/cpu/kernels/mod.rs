@@ -244,8 +244,9 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
 const ACT_TILE: usize = 16;
 
-/// Runs `dot` for every (weight row, activation row) pair, weight rows spread over the rayon
-/// pool. `acts` holds `m` rows of `per_row` prepared entries.
+/// Runs `kernel` for every (weight row, activation row) pair (four rows at a time where it has
+/// a four-row kernel), weight rows spread over the rayon pool. `acts` holds `m` rows of
+/// `per_row` prepared entries.
 #[allow(clippy::too_many_arguments)]
 fn run<A: Sync>(
     kernel: Kernel<A>,
