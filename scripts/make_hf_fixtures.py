@@ -25,6 +25,8 @@ What it writes, all references independent of the Rust code:
 - `<name>/expected.safetensors`: every canonical tensor the importer must write, as f32, computed
   here: bf16/f16 upcast by torch, Gemma norm gains as `np.float32(1) + w` (numpy), fused
   tensors taken from the unfused state dict before fusing.
+- `<name>/logits.safetensors`: transformers' float32 logits of each tiny model on seeded
+  random ids (see save_logits), for the forward check of the imported files.
 - `minilm.json`: for the real all-MiniLM-L6-v2 folder (scripts/fetch-models.sh minilm), the
   SHA-256 of every tensor's f32 bytes and of its f16 bytes (numpy `astype(float16)`), read with
   the python safetensors package, keyed by name.
@@ -45,6 +47,8 @@ from safetensors.numpy import load_file as load_np
 from safetensors.torch import load_file, save_file
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
     Gemma3ForCausalLM,
     Gemma3TextConfig,
     LlamaConfig,
@@ -170,6 +174,28 @@ def save_expected(out_dir, tensors):
     save_file({k: v.contiguous() for k, v in tensors.items()}, os.path.join(out_dir, "expected.safetensors"))
 
 
+LOGIT_POSITIONS = [0, 5, 11, 17, 23]
+
+
+def save_logits(out_dir, model, n_tokens):
+    """transformers' float32 logits on 24 seeded random ids (past Gemma's sliding window of
+    16), at LOGIT_POSITIONS: `logits.safetensors` (`ids` i32, `positions` i32, `logits` f32
+    [positions, vocab]). The reference model is rebuilt from the config.json written to
+    `out_dir/model` (AutoConfig, as loading the folder would) with `model`'s weights in f32."""
+    cfg = AutoConfig.from_pretrained(os.path.join(out_dir, "model"))
+    ref = AutoModelForCausalLM.from_config(cfg, dtype=torch.float32).eval()
+    ref.load_state_dict({k: v.float() for k, v in model.state_dict().items()}, strict=True)
+    g = torch.Generator().manual_seed(SEED + 1)
+    ids = torch.randint(0, n_tokens, (1, LOGIT_POSITIONS[-1] + 1), generator=g)
+    with torch.no_grad():
+        logits = ref(input_ids=ids).logits[0]
+    pos = torch.tensor(LOGIT_POSITIONS)
+    save_file(
+        {"ids": ids[0].to(torch.int32), "positions": pos.to(torch.int32), "logits": logits[pos].contiguous()},
+        os.path.join(out_dir, "logits.safetensors"),
+    )
+
+
 def f32_state(model):
     return {k: v.detach().float().contiguous() for k, v in model.state_dict().items()}
 
@@ -278,6 +304,7 @@ def make_qwen2():
         },
     )
     save_expected(d, f32_state(model))
+    save_logits(d, model, n)
 
 
 def make_gemma3():
@@ -351,6 +378,7 @@ def make_gemma3():
         expected[k] = torch.from_numpy(np.ascontiguousarray(w, dtype=np.float32))
     expected.pop("lm_head.weight", None)  # tied: not written
     save_expected(d, expected)
+    save_logits(d, model, n)
 
 
 def make_qwen3():
@@ -392,6 +420,7 @@ def make_qwen3():
     expected = f32_state(model)
     expected.pop("lm_head.weight", None)  # tied: not written
     save_expected(d, expected)
+    save_logits(d, model, n)
 
 
 def make_llama_spm():
@@ -436,6 +465,7 @@ def make_llama_spm():
         },
     )
     save_expected(d, f32_state(model))
+    save_logits(d, model, n)
 
 
 def make_llama_fused():
@@ -512,6 +542,7 @@ def make_llama_fused():
         {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>", "model_max_length": 256},
     )
     save_expected(d, {k: v.float() for k, v in state.items()})
+    save_logits(d, model, n)
 
 
 ENCODE_TEXTS = [
