@@ -351,9 +351,24 @@ impl GraphSession {
         self.len
     }
 
-    /// Forgets the conversation (keeps the buffers).
+    /// Forgets the conversation (keeps the buffers; ops.md `reset_kv_cache`).
     pub fn reset(&mut self) {
         self.len = 0;
+    }
+
+    /// Keeps the first `len` tokens (to re-run from a shared prefix).
+    pub fn truncate(&mut self, len: usize) {
+        self.len = self.len.min(len);
+    }
+
+    /// Capacity of the KV cache in tokens.
+    pub fn capacity(&self) -> usize {
+        self.model.max_ctx
+    }
+
+    /// Dispatch decisions and op counts, mutable (e.g. to keep per-op records).
+    pub fn context_mut(&mut self) -> &mut ExecContext {
+        &mut self.ctx
     }
 
     /// The model this session runs.
@@ -655,4 +670,37 @@ fn trace_step(
         h.update(&bytes);
     }
     Ok(h.finalize().into())
+}
+
+/// One conversation of a text decoder, as a generation loop drives it: run
+/// tokens at the current position and get the last token's logits. The
+/// graph path implements it with [`GraphSession`]; a generator written
+/// against it runs on either path.
+pub trait TextForward {
+    /// Runs `ids` at the current position; the logits of the last one.
+    fn forward_last(&mut self, ids: &[u32]) -> Result<Vec<f32>, ExecutionError>;
+    /// Tokens in the cache.
+    fn position(&self) -> usize;
+    /// Cache capacity in tokens.
+    fn capacity(&self) -> usize;
+    /// Keeps the first `len` tokens.
+    fn truncate(&mut self, len: usize);
+}
+
+impl TextForward for GraphSession {
+    fn forward_last(&mut self, ids: &[u32]) -> Result<Vec<f32>, ExecutionError> {
+        self.forward(ids)
+    }
+
+    fn position(&self) -> usize {
+        self.len
+    }
+
+    fn capacity(&self) -> usize {
+        self.model.max_ctx
+    }
+
+    fn truncate(&mut self, len: usize) {
+        GraphSession::truncate(self, len);
+    }
 }

@@ -18,7 +18,7 @@ pub mod ir;
 pub mod llama;
 pub mod ops;
 
-pub use exec::{GraphModel, GraphOptions, GraphSession};
+pub use exec::{GraphModel, GraphOptions, GraphSession, TextForward};
 pub use ir::{GraphDoc, InputDecl, NodeDecl, StateDecl};
 pub use ops::{op_tag, GraphOp, MaskKind, OP_TAGS};
 
