@@ -689,6 +689,35 @@ fn unknown_pre_tokenizer_regex_is_quoted() {
 }
 
 #[test]
+fn ids_beyond_vocab_size_drop_added_tokens_but_fail_for_the_model_vocab() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    copy_dir(&fixtures().join("gemma3/model"), &src);
+    let n = json(&src.join("config.json"))["vocab_size"]
+        .as_u64()
+        .unwrap();
+    edit_json(&src.join("tokenizer.json"), |v| {
+        let extra = serde_json::json!({"id": n, "content": "<image_soft_token>", "single_word": false,
+            "lstrip": false, "rstrip": false, "normalized": false, "special": true});
+        v["added_tokens"].as_array_mut().unwrap().push(extra);
+    });
+    let out = dir.path().join("x.model");
+    import(&src, &out, &ImportOptions::default()).unwrap();
+    let m = load(&out).unwrap();
+    assert_eq!(m.vocab.as_ref().unwrap().tokens.len() as u64, n);
+    let e = import_broken("gemma3", |d| {
+        let n = json(&d.join("config.json"))["vocab_size"].as_u64().unwrap();
+        edit_json(&d.join("tokenizer.json"), |v| {
+            v["model"]["vocab"]["zzz"] = n.into()
+        })
+    });
+    assert!(
+        e.to_string().contains("beyond config.json vocab_size"),
+        "{e}"
+    );
+}
+
+#[test]
 fn missing_tokenizer_json_is_an_error() {
     let e = import_broken("gemma3", |d| {
         std::fs::remove_file(d.join("tokenizer.json")).unwrap()

@@ -298,6 +298,13 @@ pub fn read(dir: &Path, cfg: &Json, vocab_size: usize) -> Result<TokenizerOut, I
                 format!("added_tokens entry {t} needs `id` and `content`"),
             ));
         };
+        if id >= vocab_size as u64 {
+            tracing::warn!(
+                "{}: added token `{content}` (id {id}) lies beyond vocab_size {vocab_size} and has no embedding row: dropped",
+                path.display()
+            );
+            continue;
+        }
         let special = t.get("special").and_then(Value::as_bool).unwrap_or(false);
         place(
             content,
