@@ -2,12 +2,12 @@
 //! `tokenizer.json`, `tokenizer_config.json`, `generation_config.json` and, for
 //! sentence-transformers models, `modules.json` + the pooling config.
 //!
-//! - [`config`](self::config) maps `config.json` to the `config` section per model_type
+//! - `config` maps `config.json` to the `config` section per model_type
 //!   (llama, mistral, qwen2, qwen3, gemma3 / gemma3_text, bert);
-//! - [`weights`](self::weights) maps the safetensors files (zero-copy for f32 / f16) and
+//! - `weights` maps the safetensors files (zero-copy for f32 / f16) and
 //!   turns source tensor names into canonical ones, splitting fused `qkv_proj` /
 //!   `gate_up_proj` and storing Gemma norm gains as `1 + w` (families.md);
-//! - [`tokenizer`](self::tokenizer) turns `tokenizer.json` into the `vocab` section and
+//! - `tokenizer` turns `tokenizer.json` into the `vocab` section and
 //!   `[tokenizer]`, reads the chat template and generation defaults.
 
 mod config;
