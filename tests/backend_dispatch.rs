@@ -283,3 +283,13 @@ fn frame_allocator_pool_stops_growing_after_the_second_forward() {
     );
     assert_eq!(ctx.log.counts().get("cpu"), Some(&(5 * 11)));
 }
+
+#[test]
+fn core_types_are_thread_safe() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send>() {}
+    send_sync::<Tensor>();
+    send_sync::<Dispatcher>();
+    send_sync::<cyb_llm::backend::cpu::CpuBackend>();
+    send::<ExecContext>();
+}

@@ -4,7 +4,9 @@
 
 mod backend_util;
 
-use backend_util::{check_op, rand_tensor, rand_weight, rel_err, rng, values};
+use backend_util::{
+    check_op, check_op_floor, matmul_typical, rand_tensor, rand_weight, rel_err, rng, values,
+};
 use cyb_llm::backend::cpu::simd;
 use cyb_llm::backend::{rope_cache, rope_inv_freq, Mask, Op, RopeStyle, Tensor};
 use cyb_llm::DType;
@@ -61,11 +63,19 @@ fn matmul_f32_f16_bf16_awkward_shapes() {
                 for m in [1, 3] {
                     let x = rand_tensor(&mut r, &[m, k]);
                     let w = rand_weight(&mut r, &[n, k], dtype);
-                    check_op(&Op::Matmul, &[x, w], F32_TOL, 2);
+                    let floor = matmul_typical(&x, &w);
+                    check_op_floor(&Op::Matmul, &[x, w], F32_TOL, 2, floor);
                 }
             }
         }
     }
+    // K = 0: every output is an empty sum.
+    let x = Tensor::from_f32(&[3, 0], vec![]).unwrap();
+    let w = rand_weight(&mut r, &[4, 0], DType::F32);
+    let y =
+        cyb_llm::backend::cpu::reference::execute(&Op::Matmul, &[x.clone(), w.clone()]).unwrap();
+    assert_eq!(y[0].as_f32().unwrap(), &[0.0; 12]);
+    check_op(&Op::Matmul, &[x, w], 0.0, 2);
     // Host f32 weights (not bytes), 3-d activations.
     let x = rand_tensor(&mut r, &[2, 3, 17]);
     let w = rand_tensor(&mut r, &[255, 17]);
@@ -404,7 +414,7 @@ fn fused_ops_equal_their_compositions() {
     let cpu = CpuBackend::new(2).unwrap();
     let mut ctx = ExecContext::new(2);
     for (k, n, dtype) in [
-        (17, 3, DType::F32),
+        (17, 17, DType::F32),
         (255, 64, DType::F32),
         (256, 255, DType::Q8_0),
         (256, 17, DType::Q4K),

@@ -190,7 +190,11 @@ impl DispatchLog {
                 label: String::new(),
                 ..record.clone()
             };
-            *self.fallbacks.entry(key.to_string()).or_default() += 1;
+            let seen = self.fallbacks.entry(key.to_string()).or_default();
+            if *seen == 0 {
+                tracing::info!("dispatch fallback: {key}");
+            }
+            *seen += 1;
         } else {
             tracing::trace!("dispatch: {record}");
         }

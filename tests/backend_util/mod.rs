@@ -103,6 +103,31 @@ pub fn rel_err(y: &[f32], r: &[f32]) -> f32 {
 /// Runs `op` on the cpu backend (`threads` threads) and on the reference;
 /// checks every output within `tol` and returns the worst error.
 pub fn check_op(op: &Op, inputs: &[Tensor], tol: f32, threads: usize) -> f32 {
+    check_op_floor(op, inputs, tol, threads, 0.0)
+}
+
+/// The typical size of one output of `x [.., K] W^T`: the largest
+/// `sqrt(sum_k (W[n,k] x[k])^2)`. With few outputs a random dot product can
+/// be far smaller than its terms, so it floors the error denominator.
+pub fn matmul_typical(x: &Tensor, w: &Tensor) -> f32 {
+    let (xv, wv) = (x.read_f32("test").unwrap(), w.read_f32("test").unwrap());
+    let k = w.shape()[1].max(1);
+    let mut typical = 0.0f64;
+    for xr in xv.chunks(k) {
+        for wr in wv.chunks(k) {
+            let sq: f64 = xr
+                .iter()
+                .zip(wr)
+                .map(|(&a, &b)| (a as f64 * b as f64).powi(2))
+                .sum();
+            typical = typical.max(sq.sqrt());
+        }
+    }
+    typical as f32
+}
+
+/// [`check_op`] with the error denominator floored at `floor`.
+pub fn check_op_floor(op: &Op, inputs: &[Tensor], tol: f32, threads: usize, floor: f32) -> f32 {
     let cpu = CpuBackend::new(threads).expect("cpu backend");
     let mut ctx = ExecContext::new(threads);
     let got = cpu.execute(op, inputs, &mut ctx).expect("cpu executes");
@@ -116,7 +141,11 @@ pub fn check_op(op: &Op, inputs: &[Tensor], tol: f32, threads: usize) -> f32 {
             cpu.download_f32(g),
             reference::ReferenceBackend.download_f32(w),
         );
-        let e = rel_err(&gv, &wv);
+        let max_ref = wv.iter().fold(
+            0.0f32,
+            |m, v| if v.is_finite() { m.max(v.abs()) } else { m },
+        );
+        let e = rel_err(&gv, &wv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
         let shapes: Vec<_> = inputs
             .iter()
             .map(|t| (t.dtype(), t.shape().to_vec()))

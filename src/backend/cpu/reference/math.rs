@@ -63,10 +63,9 @@ pub(super) fn unary(op: &Op, x: f32) -> f32 {
     }
 }
 
-/// `y[r, n] = sum_k x[r, k] w[n, k]` with `w` of `n` rows.
-pub(super) fn matmul(x: &[f32], w: &[f32], n: usize) -> Vec<f32> {
-    let k = w.len() / n.max(1);
-    let rows = x.len().checked_div(k).unwrap_or(0);
+/// `y[r, n] = sum_k x[r, k] w[n, k]` for `rows` rows of x and `w` of shape `[N, K]`.
+pub(super) fn matmul(x: &[f32], rows: usize, w: &[f32], w_shape: &[usize]) -> Vec<f32> {
+    let (n, k) = (w_shape[0], w_shape[1]);
     let mut y = vec![0.0; rows * n];
     for r in 0..rows {
         for j in 0..n {

@@ -68,7 +68,12 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
     let read = |i: usize| inputs[i].read_f32(name);
     let one = |data: Vec<f32>| Ok(vec![Tensor::from_f32(&outs[0].shape, data)?]);
     match op {
-        Op::Matmul => one(math::matmul(&read(0)?, &read(1)?, infos[1].shape[0])),
+        Op::Matmul => one(math::matmul(
+            &read(0)?,
+            rows(&infos[0].shape),
+            &read(1)?,
+            &infos[1].shape,
+        )),
         Op::Add | Op::Sub | Op::Mul | Op::Div => {
             let f: fn(f32, f32) -> f32 = match op {
                 Op::Add => |a, b| a + b,
@@ -239,7 +244,12 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         }
         Op::FusedNormMatmul { eps, add_one } => {
             let h = norm::rms_norm(&read(0)?, &read(1)?, *eps, *add_one);
-            one(math::matmul(&h, &read(2)?, infos[2].shape[0]))
+            one(math::matmul(
+                &h,
+                rows(&infos[0].shape),
+                &read(2)?,
+                &infos[2].shape,
+            ))
         }
         Op::FusedSkipNorm { eps, add_one } => {
             let sum: Vec<f32> = read(0)?
@@ -255,21 +265,25 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         }
         Op::FusedSwiGlu => {
             let x = read(0)?;
-            let n = infos[1].shape[0];
-            let g = math::matmul(&x, &read(1)?, n);
-            let u = math::matmul(&x, &read(2)?, n);
+            let g = math::matmul(&x, rows(&infos[0].shape), &read(1)?, &infos[1].shape);
+            let u = math::matmul(&x, rows(&infos[0].shape), &read(2)?, &infos[2].shape);
             one(g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect())
         }
         Op::FusedQkv => {
             let x = read(0)?;
             (1..4)
                 .map(|i| {
-                    let y = math::matmul(&x, &read(i)?, infos[i].shape[0]);
+                    let y = math::matmul(&x, rows(&infos[0].shape), &read(i)?, &infos[i].shape);
                     Tensor::from_f32(&outs[i - 1].shape, y)
                 })
                 .collect()
         }
     }
+}
+
+/// Number of rows of a `[.., K]` activation.
+fn rows(shape: &[usize]) -> usize {
+    shape[..shape.len().saturating_sub(1)].iter().product()
 }
 
 fn last(shape: &[usize]) -> usize {
