@@ -718,6 +718,21 @@ fn ids_beyond_vocab_size_drop_added_tokens_but_fail_for_the_model_vocab() {
 }
 
 #[test]
+fn other_weight_files_beside_model_safetensors_are_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    copy_dir(&fixtures().join("gemma3/model"), &src);
+    std::fs::copy(
+        fixtures().join("gemma3/expected.safetensors"),
+        src.join("consolidated.safetensors"),
+    )
+    .unwrap();
+    let out = dir.path().join("x.model");
+    import(&src, &out, &ImportOptions::default()).unwrap();
+    assert_matches_expected(&load(&out).unwrap(), "gemma3");
+}
+
+#[test]
 fn missing_tokenizer_json_is_an_error() {
     let e = import_broken("gemma3", |d| {
         std::fs::remove_file(d.join("tokenizer.json")).unwrap()

@@ -54,7 +54,8 @@ fn map_file(path: &Path) -> Result<Mmap, ImportError> {
 }
 
 impl Shards {
-    /// Maps `model.safetensors.index.json`'s shards, or else every `*.safetensors` of `dir`.
+    /// Maps `model.safetensors.index.json`'s shards, else `model.safetensors`, else every
+    /// `*.safetensors` of `dir`.
     pub fn open(dir: &Path) -> Result<Shards, ImportError> {
         let index_path = dir.join(INDEX);
         let (names, index) = match Json::read_opt(&index_path)? {
@@ -118,6 +119,11 @@ impl Shards {
                     }
                 }
                 names.sort();
+                // Repositories that also ship other weight files (Mistral's
+                // `consolidated.safetensors`) name the transformers one `model.safetensors`.
+                if names.iter().any(|n| n == "model.safetensors") {
+                    names.retain(|n| n == "model.safetensors");
+                }
                 if names.is_empty() {
                     return Err(format(dir, "no *.safetensors weights in the folder".into()));
                 }
