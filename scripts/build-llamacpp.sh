@@ -4,7 +4,7 @@
 # scripts/make_llm_fixtures.py and for scripts/bench-vs-llamacpp.sh.
 # Cached: a second run with the binaries present does nothing. Not run by CI.
 #
-#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple}
+#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llamacpp-greedy}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -15,7 +15,7 @@ TARGETS=(llama-completion llama-bench llama-simple)
 BIN=$BUILD/cmake/bin
 
 done_already=1
-for t in "${TARGETS[@]}"; do [ -x "$BIN/$t" ] || done_already=0; done
+for t in "${TARGETS[@]}" llamacpp-greedy; do [ -x "$BIN/$t" ] || done_already=0; done
 if [ $done_already = 1 ]; then echo "build-llamacpp: cached in $BIN" >&2; exit 0; fi
 
 command -v cmake >/dev/null || { echo "build-llamacpp: needs cmake (apt-get install -y cmake ninja-build)" >&2; exit 1; }
@@ -37,4 +37,9 @@ cmake -S "$BUILD/src" -B "$BUILD/cmake" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF
 cmake --build "$BUILD/cmake" --target "${TARGETS[@]}" -j "${JOBS:-$(nproc)}"
 for t in "${TARGETS[@]}"; do [ -x "$BIN/$t" ] || { echo "build-llamacpp: $t missing" >&2; exit 1; }; done
+# The greedy-ids reference tool, linked against the same static libraries.
+C="$BUILD/cmake"
+${CXX:-g++} -O2 -std=c++17 -march=native -I "$BUILD/src/include" -I "$BUILD/src/ggml/include" \
+  scripts/llamacpp_greedy.cpp "$C/src/libllama.a" "$C/ggml/src/libggml.a" "$C/ggml/src/libggml-cpu.a" \
+  "$C/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -o "$BIN/llamacpp-greedy"
 echo "build-llamacpp: built $BIN" >&2

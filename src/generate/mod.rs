@@ -591,6 +591,12 @@ impl Generation<'_> {
         &self.state.timings
     }
 
+    /// The logits the most recent token was sampled from (as f32).
+    pub fn logits(&self) -> Option<Vec<f32>> {
+        let t = self.state.logits.as_ref()?;
+        self.model.dispatcher.primary().try_download_f32(t).ok()
+    }
+
     fn sample(&mut self) -> Result<u32, ExecutionError> {
         let m = self.model;
         let logits = self
