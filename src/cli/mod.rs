@@ -1,10 +1,12 @@
 //! Subcommands of the binary. Each file is one command; this one parses and routes.
 
+mod chat;
 mod classify;
 mod embed;
 mod graph;
 mod import;
 mod inspect;
+mod run;
 mod transcribe;
 mod validate;
 
@@ -24,6 +26,10 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Generate text from a prompt (text models; chat template applied unless --no-chat).
+    Run(run::RunArgs),
+    /// Interactive multi-turn chat on one KV cache (/reset, /exit).
+    Chat(chat::ChatArgs),
     /// Write a .model file from a GGUF file or a Hugging Face folder.
     Import(import::ImportArgs),
     /// Show sections, config, family, tensors and identity of a .model file.
@@ -43,6 +49,8 @@ enum Command {
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> CmdResult {
     match cli.command {
+        Command::Run(a) => run::run(a),
+        Command::Chat(a) => chat::run(a),
         Command::Import(a) => import::run(a),
         Command::Inspect(a) => inspect::run(a),
         Command::Validate(a) => validate::run(a),
