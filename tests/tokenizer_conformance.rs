@@ -144,3 +144,15 @@ fn deepseek_llm() {
 fn starcoder() {
     check("starcoder");
 }
+
+#[test]
+fn unknown_pre_tokenizer_is_an_import_error_naming_it() {
+    let path = vocab_dir().join("ggml-vocab-falcon.gguf");
+    assert!(
+        path.is_file(),
+        "{} is missing: run scripts/fetch-models.sh",
+        path.display()
+    );
+    let err = gguf::read_vocab(&path).unwrap_err().to_string();
+    assert!(err.contains("tokenizer.ggml.pre = \"falcon\""), "{err}");
+}

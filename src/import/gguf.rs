@@ -307,7 +307,19 @@ fn tokenizer_of(meta: &Meta) -> Result<GgufVocab, ImportError> {
             _ => Ok(v),
         }
     };
-    let pre = meta.str_opt("tokenizer.ggml.pre")?.map(str::to_string);
+    let mut pre = meta.str_opt("tokenizer.ggml.pre")?.map(str::to_string);
+    if kind == "bpe" {
+        // llama.cpp falls back to its `default` regexes when the file names none.
+        let p = pre.get_or_insert_with(|| "default".into());
+        if crate::tokenizer::build::bpe_preset(p).is_none() {
+            return Err(ImportError::Unsupported {
+                path: meta.path.to_path_buf(),
+                reason: format!(
+                    "tokenizer.ggml.pre = {p:?} has no pre-tokenizer preset (see tokenizer.md)"
+                ),
+            });
+        }
+    }
     let bos = id("tokenizer.ggml.bos_token_id")?;
     let mut eos_ids = Vec::new();
     for key in [
