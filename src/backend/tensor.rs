@@ -16,7 +16,7 @@ use crate::error::ExecutionError;
 use std::any::Any;
 use std::fmt;
 use std::ops::{Deref, Range};
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 
 /// Shape and encoding of a tensor: what `Backend::supports` looks at.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -69,6 +69,18 @@ impl SharedBytes {
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &(*self.owner).as_ref()[self.range.clone()]
+    }
+
+    /// Identity for caches keyed by weight (device backends upload each weight
+    /// once): the owner's address, the byte range, and a weak handle to the
+    /// owner that keeps the address from being reused and tells when every
+    /// holder (the model) has dropped it.
+    pub fn identity(&self) -> (usize, Range<usize>, Weak<dyn AsRef<[u8]> + Send + Sync>) {
+        (
+            Arc::as_ptr(&self.owner) as *const u8 as usize,
+            self.range.clone(),
+            Arc::downgrade(&self.owner),
+        )
     }
 }
 

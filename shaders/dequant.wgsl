@@ -1,0 +1,120 @@
+// Element k of a weight row starting at byte rb of `w`, decoded from the GGUF
+// block layouts as stored (quant.md). `w` is the weight buffer as u32 words.
+
+fn b8(i: u32) -> u32 {
+    return (w[i >> 2u] >> ((i & 3u) * 8u)) & 0xffu;
+}
+
+// 16-bit little-endian value at an even byte offset.
+fn b16(i: u32) -> u32 {
+    return (w[i >> 2u] >> ((i & 2u) * 8u)) & 0xffffu;
+}
+
+fn f16at(i: u32) -> f32 {
+    return unpack2x16float(b16(i)).x;
+}
+
+fn i8at(i: u32) -> f32 {
+    return f32(i32(b8(i) << 24u) >> 24u);
+}
+
+fn deq_f32(rb: u32, k: u32) -> f32 {
+    return bitcast<f32>(w[(rb >> 2u) + k]);
+}
+
+fn deq_f16(rb: u32, k: u32) -> f32 {
+    return f16at(rb + 2u * k);
+}
+
+fn deq_bf16(rb: u32, k: u32) -> f32 {
+    return bitcast<f32>(b16(rb + 2u * k) << 16u);
+}
+
+fn deq_q8_0(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 32u) * 34u;
+    return f16at(b) * i8at(b + 2u + k % 32u);
+}
+
+fn nibble(q: u32, high: bool) -> u32 {
+    return select(q & 15u, q >> 4u, high);
+}
+
+fn deq_q4_0(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 32u) * 18u;
+    let j = k % 32u;
+    let n = nibble(b8(b + 2u + j % 16u), j >= 16u);
+    return f16at(b) * (f32(n) - 8.0);
+}
+
+fn deq_q4_1(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 32u) * 20u;
+    let j = k % 32u;
+    let n = nibble(b8(b + 4u + j % 16u), j >= 16u);
+    return f16at(b) * f32(n) + f16at(b + 2u);
+}
+
+fn deq_q5_0(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 32u) * 22u;
+    let j = k % 32u;
+    let qh = b8(b + 2u + j / 8u);
+    let hi = (qh >> (j % 8u)) & 1u;
+    let n = nibble(b8(b + 6u + j % 16u), j >= 16u) | (hi << 4u);
+    return f16at(b) * (f32(n) - 16.0);
+}
+
+fn deq_q5_1(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 32u) * 24u;
+    let j = k % 32u;
+    let qh = b8(b + 4u + j / 8u);
+    let hi = (qh >> (j % 8u)) & 1u;
+    let n = nibble(b8(b + 8u + j % 16u), j >= 16u) | (hi << 4u);
+    return f16at(b) * f32(n) + f16at(b + 2u);
+}
+
+// Scale and min of sub-block j (0..8) of a q4_K/q5_K block whose 12 scale bytes start at s.
+fn scale_min_k4(s: u32, j: u32) -> vec2<f32> {
+    if j < 4u {
+        return vec2<f32>(f32(b8(s + j) & 63u), f32(b8(s + j + 4u) & 63u));
+    }
+    let sc = (b8(s + j + 4u) & 15u) | ((b8(s + j - 4u) >> 6u) << 4u);
+    let m = (b8(s + j + 4u) >> 4u) | ((b8(s + j) >> 6u) << 4u);
+    return vec2<f32>(f32(sc), f32(m));
+}
+
+fn deq_q4_k(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 256u) * 144u;
+    let e = k % 256u;
+    let chunk = e / 64u;
+    let l2 = e % 64u;
+    let sub = 2u * chunk + l2 / 32u;
+    let n = nibble(b8(b + 16u + 32u * chunk + l2 % 32u), l2 >= 32u);
+    let sm = scale_min_k4(b + 4u, sub);
+    return f16at(b) * sm.x * f32(n) - f16at(b + 2u) * sm.y;
+}
+
+fn deq_q5_k(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 256u) * 176u;
+    let e = k % 256u;
+    let chunk = e / 64u;
+    let l2 = e % 64u;
+    let l = l2 % 32u;
+    let sub = 2u * chunk + l2 / 32u;
+    let hi = (b8(b + 16u + l) >> sub) & 1u;
+    let n = nibble(b8(b + 48u + 32u * chunk + l), l2 >= 32u) + 16u * hi;
+    let sm = scale_min_k4(b + 4u, sub);
+    return f16at(b) * sm.x * f32(n) - f16at(b + 2u) * sm.y;
+}
+
+fn deq_q6_k(rb: u32, k: u32) -> f32 {
+    let b = rb + (k / 256u) * 210u;
+    let e = k % 256u;
+    let half = e / 128u;
+    let r = e % 128u;
+    let quarter = r / 32u;
+    let l = r % 32u;
+    let lo = nibble(b8(b + 64u * half + l + (quarter & 1u) * 32u), quarter >= 2u);
+    let hi = (b8(b + 128u + 32u * half + l) >> (2u * quarter)) & 3u;
+    let q = f32(lo | (hi << 4u)) - 32.0;
+    let sc = i8at(b + 192u + 8u * half + l / 16u + 2u * quarter);
+    return f16at(b + 208u) * sc * q;
+}

@@ -1,0 +1,544 @@
+//! Device, queue, pipelines, the command recorder (one encoder and one submit
+//! per batch of ops), the weight cache and host <-> GPU transfers.
+
+use super::alloc::{GpuBuf, GpuFrameAllocator};
+use crate::backend::alloc::HostF32;
+use crate::backend::{BufferUsage, Storage, Tensor};
+use crate::dtype::DType;
+use crate::error::ExecutionError;
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+/// Bytes of one kernel parameter block (8 x vec4<u32>).
+pub const PARAM_BYTES: u64 = 128;
+/// Parameter blocks per batch; a batch that needs more is submitted early.
+const PARAM_SLOTS: u64 = 4096;
+/// Threads per workgroup of the flat-grid kernels.
+pub const WG: u64 = 64;
+
+/// Kernel parameters: 32 words, floats bitcast (see shaders/common.wgsl).
+pub type Params = [u32; 32];
+
+/// One row-chunk of a weight in its own buffer (rows `row0 .. row0 + rows`).
+pub struct Chunk {
+    /// The buffer (bytes of whole rows, padded to 4).
+    pub buf: wgpu::Buffer,
+    /// First row held.
+    pub row0: usize,
+    /// Rows held.
+    pub rows: usize,
+}
+
+/// A weight on the GPU: its rows split into chunks no larger than one binding.
+pub struct Weight {
+    /// Chunks in row order.
+    pub chunks: Vec<Chunk>,
+    /// Bytes per row.
+    pub row_bytes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WeightKey {
+    owner: usize,
+    start: usize,
+    end: usize,
+    row_values: usize,
+    as_f32: bool,
+}
+
+enum Alive {
+    Bytes(Weak<dyn AsRef<[u8]> + Send + Sync>),
+    Host(Weak<HostF32>),
+}
+
+impl Alive {
+    fn alive(&self) -> bool {
+        match self {
+            Alive::Bytes(w) => w.strong_count() > 0,
+            Alive::Host(w) => w.strong_count() > 0,
+        }
+    }
+}
+
+/// Work recorded but not yet submitted.
+pub struct Recorder {
+    encoder: Option<wgpu::CommandEncoder>,
+    params: Vec<u8>,
+    slots: u64,
+    /// Frame allocator for activations.
+    pub alloc: GpuFrameAllocator,
+    submits: u64,
+}
+
+/// The device and everything that lives as long as it.
+pub struct Gpu {
+    /// The device.
+    pub device: wgpu::Device,
+    /// Its queue.
+    pub queue: wgpu::Queue,
+    /// The adapter's description.
+    pub info: wgpu::AdapterInfo,
+    /// Limits the device was created with (the adapter's).
+    pub limits: wgpu::Limits,
+    /// Features enabled on the device.
+    pub features: wgpu::Features,
+    params: wgpu::Buffer,
+    pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
+    rec: Mutex<Recorder>,
+    weights: Mutex<HashMap<WeightKey, (Alive, Arc<Weight>)>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn oom(bytes: u64) -> ExecutionError {
+    ExecutionError::OutOfMemory {
+        backend: "wgpu".into(),
+        requested_bytes: bytes as usize,
+    }
+}
+
+const COMMON: &str = include_str!("../../../shaders/common.wgsl");
+const DEQUANT: &str = include_str!("../../../shaders/dequant.wgsl");
+
+/// WGSL name suffix of the in-kernel decoder for `dtype`, if there is one.
+pub fn deq_name(dtype: DType) -> Option<&'static str> {
+    Some(match dtype {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        DType::BF16 => "bf16",
+        DType::Q8_0 => "q8_0",
+        DType::Q4_0 => "q4_0",
+        DType::Q4_1 => "q4_1",
+        DType::Q5_0 => "q5_0",
+        DType::Q5_1 => "q5_1",
+        DType::Q4K => "q4_k",
+        DType::Q5K => "q5_k",
+        DType::Q6K => "q6_k",
+        _ => return None,
+    })
+}
+
+fn kernel_source(name: &str) -> Option<&'static str> {
+    Some(match name {
+        "matmul" => include_str!("../../../shaders/matmul.wgsl"),
+        "embed" => include_str!("../../../shaders/embed.wgsl"),
+        "elementwise" => include_str!("../../../shaders/elementwise.wgsl"),
+        "norm" => include_str!("../../../shaders/norm.wgsl"),
+        "softmax" => include_str!("../../../shaders/softmax.wgsl"),
+        "argmax" => include_str!("../../../shaders/argmax.wgsl"),
+        "rope" => include_str!("../../../shaders/rope.wgsl"),
+        "attention" => include_str!("../../../shaders/attention.wgsl"),
+        _ => return None,
+    })
+}
+
+impl Gpu {
+    /// Wraps a created device.
+    pub fn new(
+        device: wgpu::Device,
+        queue: wgpu::Queue,
+        info: wgpu::AdapterInfo,
+        limits: wgpu::Limits,
+        features: wgpu::Features,
+    ) -> Gpu {
+        let params = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("params"),
+            size: PARAM_SLOTS * 256,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        Gpu {
+            device,
+            queue,
+            info,
+            limits,
+            features,
+            params,
+            pipelines: Mutex::new(HashMap::new()),
+            rec: Mutex::new(Recorder {
+                encoder: None,
+                params: Vec::new(),
+                slots: 0,
+                alloc: GpuFrameAllocator::new(),
+                submits: 0,
+            }),
+            weights: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The largest buffer one binding may cover.
+    pub fn max_binding(&self) -> u64 {
+        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+    }
+
+    /// Locks the recorder.
+    pub fn recorder(&self) -> MutexGuard<'_, Recorder> {
+        lock(&self.rec)
+    }
+
+    /// Submits everything recorded so far (one submit) and lets released
+    /// buffers be reused.
+    pub fn flush(&self, rec: &mut Recorder) {
+        if let Some(enc) = rec.encoder.take() {
+            if rec.slots > 0 {
+                self.queue.write_buffer(&self.params, 0, &rec.params);
+            }
+            self.queue.submit([enc.finish()]);
+            rec.submits += 1;
+        }
+        rec.params.clear();
+        rec.slots = 0;
+        rec.alloc.recycle();
+        lock(&self.weights).retain(|_, (alive, _)| alive.alive());
+    }
+
+    /// Submits recorded so far since the device was made.
+    pub fn submits(&self) -> u64 {
+        self.recorder().submits
+    }
+
+    fn pipeline(&self, key: &str) -> Result<wgpu::ComputePipeline, ExecutionError> {
+        let mut cache = lock(&self.pipelines);
+        if let Some(p) = cache.get(key) {
+            return Ok(p.clone());
+        }
+        let (kernel, dtype) = key.split_once(':').unwrap_or((key, ""));
+        let body = kernel_source(kernel).ok_or_else(|| ExecutionError::UnsupportedOp {
+            op: format!("kernel {kernel}"),
+            backend: "wgpu".into(),
+            input_dtype: DType::F32,
+        })?;
+        let mut src = String::from(COMMON);
+        if !dtype.is_empty() {
+            src.push_str(DEQUANT);
+            src.push_str(&format!(
+                "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n"
+            ));
+        }
+        src.push_str(body);
+        let module = self
+            .device
+            .create_shader_module(wgpu::ShaderModuleDescriptor {
+                label: Some(key),
+                source: wgpu::ShaderSource::Wgsl(src.into()),
+            });
+        let pipe = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(key),
+                layout: None,
+                module: &module,
+                entry_point: Some("main"),
+                compilation_options: Default::default(),
+                cache: None,
+            });
+        cache.insert(key.to_string(), pipe.clone());
+        Ok(pipe)
+    }
+
+    /// Records one dispatch of kernel `key` over `groups` workgroups (spread
+    /// over x/y, `z` layers) with `bufs` bound in order and `params` last.
+    pub fn dispatch(
+        &self,
+        rec: &mut Recorder,
+        key: &str,
+        bufs: &[&wgpu::Buffer],
+        mut params: Params,
+        groups: u64,
+        z: u32,
+    ) -> Result<(), ExecutionError> {
+        if groups == 0 || z == 0 {
+            return Ok(());
+        }
+        let pipe = self.pipeline(key)?;
+        if rec.slots == PARAM_SLOTS {
+            self.flush(rec);
+        }
+        let gx = groups.min(65535);
+        let gy = groups.div_ceil(gx);
+        if gy > 65535 {
+            return Err(oom(groups * WG * 4));
+        }
+        params[30] = gx as u32;
+        params[31] = (gx * WG) as u32;
+        let slot = rec.slots;
+        rec.slots += 1;
+        rec.params.resize((slot * 256) as usize, 0);
+        rec.params
+            .extend(params.iter().flat_map(|w| w.to_le_bytes()));
+        let layout = pipe.get_bind_group_layout(0);
+        let mut entries: Vec<wgpu::BindGroupEntry> = bufs
+            .iter()
+            .enumerate()
+            .map(|(i, b)| wgpu::BindGroupEntry {
+                binding: i as u32,
+                resource: b.as_entire_binding(),
+            })
+            .collect();
+        entries.push(wgpu::BindGroupEntry {
+            binding: bufs.len() as u32,
+            resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                buffer: &self.params,
+                offset: slot * 256,
+                size: NonZeroU64::new(PARAM_BYTES),
+            }),
+        });
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: None,
+            layout: &layout,
+            entries: &entries,
+        });
+        let device = &self.device;
+        let enc = rec
+            .encoder
+            .get_or_insert_with(|| device.create_command_encoder(&Default::default()));
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: None,
+            timestamp_writes: None,
+        });
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(gx as u32, gy as u32, z);
+        Ok(())
+    }
+
+    /// Records a buffer-to-buffer copy.
+    pub fn copy(
+        &self,
+        rec: &mut Recorder,
+        src: &wgpu::Buffer,
+        src_off: u64,
+        dst: &wgpu::Buffer,
+        dst_off: u64,
+        bytes: u64,
+    ) {
+        if bytes == 0 {
+            return;
+        }
+        let device = &self.device;
+        rec.encoder
+            .get_or_insert_with(|| device.create_command_encoder(&Default::default()))
+            .copy_buffer_to_buffer(src, src_off, dst, dst_off, bytes);
+    }
+
+    /// A frame buffer of `bytes` bytes for an op output.
+    pub fn frame(&self, rec: &mut Recorder, bytes: u64) -> Result<Arc<GpuBuf>, ExecutionError> {
+        if bytes > self.max_binding() {
+            return Err(oom(bytes));
+        }
+        Ok(rec.alloc.alloc(&self.device, bytes, BufferUsage::Storage))
+    }
+
+    /// A frame buffer holding `data` (written before the next submit).
+    pub fn upload_frame(
+        &self,
+        rec: &mut Recorder,
+        data: &[u8],
+    ) -> Result<Arc<GpuBuf>, ExecutionError> {
+        let buf = self.frame(rec, data.len() as u64)?;
+        self.write_padded(buf.buffer(), data);
+        Ok(buf)
+    }
+
+    fn write_padded(&self, buf: &wgpu::Buffer, data: &[u8]) {
+        if data.len() % 4 == 0 {
+            if !data.is_empty() {
+                self.queue.write_buffer(buf, 0, data);
+            }
+        } else {
+            let mut v = data.to_vec();
+            v.resize(data.len().next_multiple_of(4), 0);
+            self.queue.write_buffer(buf, 0, &v);
+        }
+    }
+
+    /// A persistent zero-filled buffer (KV caches).
+    pub fn persistent(&self, bytes: u64) -> Result<GpuBuf, ExecutionError> {
+        let size = bytes.max(4).next_multiple_of(4);
+        if size > self.max_binding() {
+            return Err(oom(bytes));
+        }
+        Ok(GpuBuf::persistent(self.device.create_buffer(
+            &wgpu::BufferDescriptor {
+                label: Some("state"),
+                size,
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_SRC
+                    | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            },
+        )))
+    }
+
+    /// Uploads `bytes` (rows of `row_bytes`) in chunks no larger than one binding.
+    pub fn upload_rows(&self, bytes: &[u8], row_bytes: usize) -> Result<Weight, ExecutionError> {
+        let row_bytes = row_bytes.max(1);
+        let rows = bytes.len() / row_bytes;
+        let per = (self.max_binding().saturating_sub(4) as usize) / row_bytes;
+        if per == 0 {
+            return Err(oom(row_bytes as u64));
+        }
+        let mut chunks = Vec::new();
+        let mut row0 = 0;
+        while row0 < rows.max(1) {
+            let n = per.min(rows - row0).max(if rows == 0 { 0 } else { 1 });
+            let data = &bytes[row0 * row_bytes..(row0 + n) * row_bytes];
+            let buf = self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("weight"),
+                size: (data.len() as u64).max(4).next_multiple_of(4),
+                usage: wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            self.write_padded(&buf, data);
+            chunks.push(Chunk { buf, row0, rows: n });
+            if n == 0 {
+                break;
+            }
+            row0 += n;
+        }
+        Ok(Weight { chunks, row_bytes })
+    }
+
+    /// The GPU copy of weight `t` seen as rows of `row_values` values: its raw
+    /// encoding, or decoded to f32 when `as_f32`. Uploaded once per weight
+    /// (keyed by the identity of its bytes) and kept while the model holds it.
+    pub fn weight(
+        &self,
+        t: &Tensor,
+        row_values: usize,
+        as_f32: bool,
+    ) -> Result<Arc<Weight>, ExecutionError> {
+        let dtype = if as_f32 { DType::F32 } else { t.dtype() };
+        let row_bytes = dtype.byte_size(&[row_values]).unwrap_or(0) as usize;
+        let (key, alive) = match t.storage() {
+            Storage::Device(d) => {
+                let g = d.as_any().downcast_ref::<GpuBuf>().ok_or_else(|| {
+                    ExecutionError::UnsupportedOp {
+                        op: "weight from another device".into(),
+                        backend: "wgpu".into(),
+                        input_dtype: t.dtype(),
+                    }
+                })?;
+                if as_f32 && t.dtype() != DType::F32 {
+                    return Err(ExecutionError::UnsupportedOp {
+                        op: "decode a device weight".into(),
+                        backend: "wgpu".into(),
+                        input_dtype: t.dtype(),
+                    });
+                }
+                return Ok(Arc::new(Weight {
+                    chunks: vec![Chunk {
+                        buf: g.buffer().clone(),
+                        row0: 0,
+                        rows: t.numel() / row_values.max(1),
+                    }],
+                    row_bytes,
+                }));
+            }
+            Storage::Bytes(b) => {
+                let (owner, range, weak) = b.identity();
+                (
+                    Some(WeightKey {
+                        owner,
+                        start: range.start,
+                        end: range.end,
+                        row_values,
+                        as_f32,
+                    }),
+                    Some(Alive::Bytes(weak)),
+                )
+            }
+            Storage::F32(h) => (
+                Some(WeightKey {
+                    owner: Arc::as_ptr(h) as *const u8 as usize,
+                    start: 0,
+                    end: h.len(),
+                    row_values,
+                    as_f32,
+                }),
+                Some(Alive::Host(Arc::downgrade(h))),
+            ),
+            _ => (None, None),
+        };
+        if let Some(k) = &key {
+            if let Some((_, w)) = lock(&self.weights).get(k) {
+                return Ok(w.clone());
+            }
+        }
+        let w = if as_f32 || matches!(t.storage(), Storage::State(_) | Storage::I32(_)) {
+            let v = t.read_f32("wgpu weight upload")?;
+            self.upload_rows(bytemuck::cast_slice(&v), row_values * 4)?
+        } else {
+            let bytes = t.as_bytes().ok_or_else(|| ExecutionError::UnsupportedOp {
+                op: "weight upload".into(),
+                backend: "wgpu".into(),
+                input_dtype: t.dtype(),
+            })?;
+            self.upload_rows(bytes, row_bytes)?
+        };
+        let w = Arc::new(w);
+        if let (Some(k), Some(a)) = (key, alive) {
+            let mut map = lock(&self.weights);
+            map.retain(|_, (alive, _)| alive.alive());
+            map.insert(k, (a, w.clone()));
+        }
+        Ok(w)
+    }
+
+    /// Weights currently cached (for tests of the lifecycle).
+    pub fn cached_weights(&self) -> usize {
+        let mut map = lock(&self.weights);
+        map.retain(|_, (alive, _)| alive.alive());
+        map.len()
+    }
+
+    /// Submits pending work and reads `bytes` bytes of `buf` back.
+    pub fn read(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, ExecutionError> {
+        let mut rec = self.recorder();
+        self.read_unlocked(&mut rec, buf, bytes)
+    }
+
+    /// [`Gpu::read`] with the recorder already locked by the caller.
+    pub fn read_unlocked(
+        &self,
+        rec: &mut Recorder,
+        buf: &wgpu::Buffer,
+        bytes: u64,
+    ) -> Result<Vec<u8>, ExecutionError> {
+        let size = bytes.max(4).next_multiple_of(4);
+        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("readback"),
+            size,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.copy(rec, buf, 0, &staging, 0, size);
+        self.flush(rec);
+        let slice = staging.slice(..);
+        let (tx, rx) = std::sync::mpsc::channel();
+        slice.map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let fail = |what: String| ExecutionError::BackendInit {
+            backend: "wgpu".into(),
+            reason: format!("reading a buffer back failed: {what}"),
+        };
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| fail(e.to_string()))?;
+        rx.recv()
+            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(e.to_string()))?;
+        let out = {
+            let view = slice.get_mapped_range().map_err(|e| fail(e.to_string()))?;
+            view[..bytes as usize].to_vec()
+        };
+        staging.unmap();
+        Ok(out)
+    }
+}

@@ -1,0 +1,639 @@
+//! Op implementations: inputs to GPU buffers, kernels recorded, device outputs.
+
+use super::alloc::GpuBuf;
+use super::gpu::{deq_name, Gpu, Params, Recorder, Weight, WG};
+use crate::backend::{Mask, Op, RopeStyle, Storage, Tensor, TensorInfo};
+use crate::dtype::DType;
+use crate::error::ExecutionError;
+use std::sync::Arc;
+
+/// Matmul rows decoded per weight read (TM in matmul.wgsl).
+const TM: usize = 8;
+
+fn unsupported(what: &str, dtype: DType) -> ExecutionError {
+    ExecutionError::UnsupportedOp {
+        op: what.to_string(),
+        backend: "wgpu".into(),
+        input_dtype: dtype,
+    }
+}
+
+fn f(v: f32) -> u32 {
+    v.to_bits()
+}
+
+/// A GPU handle for an activation input: device tensors as they are, host
+/// values uploaded into a frame buffer.
+fn act(gpu: &Gpu, rec: &mut Recorder, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
+    match t.storage() {
+        Storage::Device(d) => d
+            .as_any()
+            .downcast_ref::<GpuBuf>()
+            .map(|g| g.buffer().clone())
+            .ok_or_else(|| unsupported("input on another device", t.dtype())),
+        Storage::I32(v) => Ok(gpu
+            .upload_frame(rec, bytemuck::cast_slice(v.as_slice()))?
+            .buffer()
+            .clone()),
+        _ => {
+            let v = t.read_f32("wgpu upload")?;
+            Ok(gpu
+                .upload_frame(rec, bytemuck::cast_slice(&v))?
+                .buffer()
+                .clone())
+        }
+    }
+}
+
+fn out(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    info: &TensorInfo,
+) -> Result<(Tensor, wgpu::Buffer), ExecutionError> {
+    let buf = gpu.frame(rec, info.numel() as u64 * 4)?;
+    let b = buf.buffer().clone();
+    Ok((Tensor::from_device(info.clone(), buf), b))
+}
+
+fn matmul(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    m: usize,
+    k: usize,
+    wt: &Tensor,
+    y: &wgpu::Buffer,
+) -> Result<(), ExecutionError> {
+    let name = deq_name(wt.dtype()).ok_or_else(|| unsupported("Matmul", wt.dtype()))?;
+    let n = wt.shape()[0];
+    with_weight(gpu, rec, wt, k, false, |gpu, rec, w| {
+        for c in &w.chunks {
+            let mut p: Params = [0; 32];
+            p[..6].copy_from_slice(&[
+                m as u32,
+                c.rows as u32,
+                k as u32,
+                w.row_bytes as u32,
+                c.row0 as u32,
+                n as u32,
+            ]);
+            gpu.dispatch(
+                rec,
+                &format!("matmul:{name}"),
+                &[&c.buf, x, y],
+                p,
+                c.rows as u64,
+                m.div_ceil(TM) as u32,
+            )?;
+        }
+        Ok(())
+    })
+}
+
+/// Fetches (uploading once) weight `t` and runs `body` with it.
+fn with_weight(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    t: &Tensor,
+    row_values: usize,
+    as_f32: bool,
+    body: impl FnOnce(&Gpu, &mut Recorder, &Weight) -> Result<(), ExecutionError>,
+) -> Result<(), ExecutionError> {
+    let w = gpu.weight(t, row_values, as_f32)?;
+    body(gpu, rec, &w)
+}
+
+/// A small vector weight (norm gain, bias) decoded to f32, one buffer.
+fn vector(gpu: &Gpu, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
+    let w: Arc<Weight> = gpu.weight(t, t.numel().max(1), true)?;
+    w.chunks
+        .first()
+        .map(|c| c.buf.clone())
+        .ok_or_else(|| unsupported("empty vector weight", t.dtype()))
+}
+
+fn elementwise(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    code: u32,
+    a: (&wgpu::Buffer, &[usize]),
+    b: Option<(&wgpu::Buffer, &[usize])>,
+    scalars: [f32; 2],
+    y: (&wgpu::Buffer, &[usize]),
+) -> Result<(), ExecutionError> {
+    let pad = |s: &[usize]| -> [usize; 4] {
+        let mut d = [1; 4];
+        for (i, &v) in s.iter().rev().enumerate().take(4) {
+            d[3 - i] = v;
+        }
+        d
+    };
+    let od = pad(y.1);
+    let strides = |s: &[usize]| -> [u32; 4] {
+        let d = pad(s);
+        let mut st = [0u32; 4];
+        let mut acc = 1usize;
+        for i in (0..4).rev() {
+            st[i] = if d[i] == 1 && od[i] != 1 {
+                0
+            } else {
+                acc as u32
+            };
+            acc *= d[i];
+        }
+        st
+    };
+    let count: usize = y.1.iter().product();
+    let mut p: Params = [0; 32];
+    p[0] = count as u32;
+    p[1] = code;
+    for i in 0..4 {
+        p[4 + i] = od[i] as u32;
+    }
+    p[8..12].copy_from_slice(&strides(a.1));
+    let bb = match b {
+        Some((buf, s)) => {
+            p[12..16].copy_from_slice(&strides(s));
+            buf
+        }
+        None => a.0,
+    };
+    p[16] = f(scalars[0]);
+    p[17] = f(scalars[1]);
+    gpu.dispatch(
+        rec,
+        "elementwise",
+        &[a.0, bb, y.0],
+        p,
+        (count as u64).div_ceil(WG),
+        1,
+    )
+}
+
+#[allow(clippy::too_many_arguments)]
+fn norm(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    rows: usize,
+    d: usize,
+    mode: u32,
+    eps: f32,
+    g: &wgpu::Buffer,
+    bias: Option<&wgpu::Buffer>,
+    y: &wgpu::Buffer,
+) -> Result<(), ExecutionError> {
+    let mut p: Params = [0; 32];
+    p[0] = rows as u32;
+    p[1] = d as u32;
+    p[2] = mode;
+    p[4] = f(eps);
+    gpu.dispatch(
+        rec,
+        "norm",
+        &[x, g, bias.unwrap_or(g), y],
+        p,
+        rows as u64,
+        1,
+    )
+}
+
+fn rms_mode(add_one: bool) -> u32 {
+    u32::from(add_one)
+}
+
+/// Runs `op` (already checked by `Op::infer`, giving `outs`).
+pub fn run(
+    gpu: &Gpu,
+    op: &Op,
+    inputs: &[Tensor],
+    outs: &[TensorInfo],
+) -> Result<Vec<Tensor>, ExecutionError> {
+    match op {
+        Op::Reshape(shape) => return Ok(vec![inputs[0].reshaped(shape)?]),
+        Op::Argmax | Op::Sample(_) => return argmax(gpu, op, inputs),
+        _ => {}
+    }
+    let mut rec = gpu.recorder();
+    let rec = &mut *rec;
+    let last = |t: &Tensor| t.shape().last().copied().unwrap_or(1);
+    match op {
+        Op::Matmul => {
+            let k = last(&inputs[0]);
+            let m = inputs[0].numel() / k.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            matmul(gpu, rec, &x, m, k, &inputs[1], &y)?;
+            Ok(vec![t])
+        }
+        Op::FusedQkv => {
+            let k = last(&inputs[0]);
+            let m = inputs[0].numel() / k.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let mut res = Vec::new();
+            for (w, info) in inputs[1..].iter().zip(outs) {
+                let (t, y) = out(gpu, rec, info)?;
+                matmul(gpu, rec, &x, m, k, w, &y)?;
+                res.push(t);
+            }
+            Ok(res)
+        }
+        Op::FusedSwiGlu => {
+            let k = last(&inputs[0]);
+            let m = inputs[0].numel() / k.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let (_tg, g) = out(gpu, rec, &outs[0])?;
+            let (_tu, u) = out(gpu, rec, &outs[0])?;
+            matmul(gpu, rec, &x, m, k, &inputs[1], &g)?;
+            matmul(gpu, rec, &x, m, k, &inputs[2], &u)?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let s = outs[0].shape.as_slice();
+            elementwise(gpu, rec, 4, (&g, s), Some((&u, s)), [0.0; 2], (&y, s))?;
+            Ok(vec![t])
+        }
+        Op::FusedNormMatmul { eps, add_one } => {
+            let k = last(&inputs[0]);
+            let m = inputs[0].numel() / k.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let g = vector(gpu, &inputs[1])?;
+            let (_tn, normed) = out(gpu, rec, inputs[0].info())?;
+            norm(
+                gpu,
+                rec,
+                &x,
+                m,
+                k,
+                rms_mode(*add_one),
+                *eps,
+                &g,
+                None,
+                &normed,
+            )?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            matmul(gpu, rec, &normed, m, k, &inputs[2], &y)?;
+            Ok(vec![t])
+        }
+        Op::FusedSkipNorm { eps, add_one } => {
+            let d = last(&inputs[0]);
+            let rows = inputs[0].numel() / d.max(1);
+            let a = act(gpu, rec, &inputs[0])?;
+            let b = act(gpu, rec, &inputs[1])?;
+            let g = vector(gpu, &inputs[2])?;
+            let (tsum, sum) = out(gpu, rec, &outs[1])?;
+            let s = outs[1].shape.as_slice();
+            elementwise(gpu, rec, 0, (&a, s), Some((&b, s)), [0.0; 2], (&sum, s))?;
+            let (tn, y) = out(gpu, rec, &outs[0])?;
+            norm(
+                gpu,
+                rec,
+                &sum,
+                rows,
+                d,
+                rms_mode(*add_one),
+                *eps,
+                &g,
+                None,
+                &y,
+            )?;
+            Ok(vec![tn, tsum])
+        }
+        Op::RmsNorm { eps, add_one } => {
+            let d = last(&inputs[0]);
+            let rows = inputs[0].numel() / d.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let g = vector(gpu, &inputs[1])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            norm(
+                gpu,
+                rec,
+                &x,
+                rows,
+                d,
+                rms_mode(*add_one),
+                *eps,
+                &g,
+                None,
+                &y,
+            )?;
+            Ok(vec![t])
+        }
+        Op::LayerNorm { eps } => {
+            let d = last(&inputs[0]);
+            let rows = inputs[0].numel() / d.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let g = vector(gpu, &inputs[1])?;
+            let b = inputs.get(2).map(|b| vector(gpu, b)).transpose()?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let mode = if b.is_some() { 2 } else { 3 };
+            norm(gpu, rec, &x, rows, d, mode, *eps, &g, b.as_ref(), &y)?;
+            Ok(vec![t])
+        }
+        Op::Add | Op::Sub | Op::Mul | Op::Div | Op::SwiGlu | Op::GeGlu => {
+            let code = match op {
+                Op::Add => 0,
+                Op::Sub => 1,
+                Op::Mul => 2,
+                Op::Div => 3,
+                Op::SwiGlu => 4,
+                _ => 5,
+            };
+            let a = act(gpu, rec, &inputs[0])?;
+            let b = act(gpu, rec, &inputs[1])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            elementwise(
+                gpu,
+                rec,
+                code,
+                (&a, inputs[0].shape()),
+                Some((&b, inputs[1].shape())),
+                [0.0; 2],
+                (&y, &outs[0].shape),
+            )?;
+            Ok(vec![t])
+        }
+        Op::Scale(_)
+        | Op::Silu
+        | Op::Gelu
+        | Op::GeluTanh
+        | Op::Relu
+        | Op::LeakyRelu(_)
+        | Op::Sigmoid
+        | Op::Tanh
+        | Op::Softcap(_) => {
+            let (code, s0) = match op {
+                Op::Scale(s) => (10, *s),
+                Op::Silu => (11, 0.0),
+                Op::Gelu => (12, 0.0),
+                Op::GeluTanh => (13, 0.0),
+                Op::Relu => (14, 0.0),
+                Op::Sigmoid => (15, 0.0),
+                Op::Tanh => (16, 0.0),
+                Op::Softcap(c) => (17, *c),
+                Op::LeakyRelu(s) => (18, *s),
+                _ => (19, 0.0),
+            };
+            let a = act(gpu, rec, &inputs[0])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let s = outs[0].shape.as_slice();
+            elementwise(gpu, rec, code, (&a, s), None, [s0, 0.0], (&y, s))?;
+            Ok(vec![t])
+        }
+        Op::Softmax => {
+            let d = last(&inputs[0]);
+            let rows = inputs[0].numel() / d.max(1);
+            let x = act(gpu, rec, &inputs[0])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let mut p: Params = [0; 32];
+            p[0] = rows as u32;
+            p[1] = d as u32;
+            gpu.dispatch(rec, "softmax", &[&x, &y], p, rows as u64, 1)?;
+            Ok(vec![t])
+        }
+        Op::Slice { axis, start, end } => {
+            let shape = inputs[0].shape();
+            let outer: usize = shape[..*axis].iter().product();
+            let inner: usize = shape[axis + 1..].iter().product();
+            let x = act(gpu, rec, &inputs[0])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let (len, n) = (shape[*axis], end - start);
+            for o in 0..outer {
+                let src = ((o * len + start) * inner * 4) as u64;
+                let dst = (o * n * inner * 4) as u64;
+                gpu.copy(rec, &x, src, &y, dst, (n * inner * 4) as u64);
+            }
+            Ok(vec![t])
+        }
+        Op::Rope {
+            style,
+            rot_dim,
+            pos,
+            base,
+        } => {
+            let (s, heads, d) = (
+                inputs[0].shape()[0],
+                inputs[0].shape()[1],
+                inputs[0].shape()[2],
+            );
+            let half = rot_dim / 2;
+            let (cos, sin) = if inputs.len() == 3 {
+                let rows = |t: &Tensor| -> Result<Vec<f32>, ExecutionError> {
+                    let v = t.read_f32("Rope cos/sin")?;
+                    Ok(v[pos * half..(pos + s) * half].to_vec())
+                };
+                (rows(&inputs[1])?, rows(&inputs[2])?)
+            } else {
+                let mut c = Vec::with_capacity(s * half);
+                let mut sn = Vec::with_capacity(s * half);
+                for r in 0..s {
+                    for j in 0..half {
+                        let angle = (pos + r) as f64
+                            / (*base as f64).powf(2.0 * j as f64 / *rot_dim as f64);
+                        c.push(angle.cos() as f32);
+                        sn.push(angle.sin() as f32);
+                    }
+                }
+                (c, sn)
+            };
+            let x = act(gpu, rec, &inputs[0])?;
+            let cb = gpu.upload_frame(rec, bytemuck::cast_slice(&cos))?;
+            let sb = gpu.upload_frame(rec, bytemuck::cast_slice(&sin))?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let mut p: Params = [0; 32];
+            p[..5].copy_from_slice(&[
+                s as u32,
+                heads as u32,
+                d as u32,
+                *rot_dim as u32,
+                u32::from(*style == RopeStyle::Normal),
+            ]);
+            gpu.dispatch(
+                rec,
+                "rope",
+                &[&x, cb.buffer(), sb.buffer(), &y],
+                p,
+                ((s * heads * d) as u64).div_ceil(WG),
+                1,
+            )?;
+            Ok(vec![t])
+        }
+        Op::KvAppend { pos } => {
+            let row = inputs[2].numel() / inputs[2].shape()[0].max(1);
+            let vrow = inputs[3].numel() / inputs[3].shape()[0].max(1);
+            for (cache, new, width) in [
+                (&inputs[0], &inputs[2], row),
+                (&inputs[1], &inputs[3], vrow),
+            ] {
+                match cache.storage() {
+                    Storage::Device(d) => {
+                        let g = d.as_any().downcast_ref::<GpuBuf>().ok_or_else(|| {
+                            unsupported("KvAppend cache of another device", cache.dtype())
+                        })?;
+                        let src = act(gpu, rec, new)?;
+                        gpu.copy(
+                            rec,
+                            &src,
+                            0,
+                            g.buffer(),
+                            (pos * width * 4) as u64,
+                            (new.numel() * 4) as u64,
+                        );
+                    }
+                    _ => {
+                        let values = match new.storage() {
+                            Storage::Device(d) => {
+                                let g = d.as_any().downcast_ref::<GpuBuf>().ok_or_else(|| {
+                                    unsupported("KvAppend input of another device", new.dtype())
+                                })?;
+                                bytemuck::pod_collect_to_vec(&gpu.read_unlocked(
+                                    rec,
+                                    g.buffer(),
+                                    new.numel() as u64 * 4,
+                                )?)
+                            }
+                            _ => new.read_f32("KvAppend")?.to_vec(),
+                        };
+                        let mut st = cache.write_state().ok_or_else(|| {
+                            unsupported("KvAppend into a read-only cache", cache.dtype())
+                        })?;
+                        st[pos * width..pos * width + values.len()].copy_from_slice(&values);
+                    }
+                }
+            }
+            Ok(vec![inputs[0].clone(), inputs[1].clone()])
+        }
+        Op::Sdpa {
+            scale,
+            mask,
+            q_pos,
+            kv_len,
+        } => {
+            let (sq, heads, d) = (
+                inputs[0].shape()[0],
+                inputs[0].shape()[1],
+                inputs[0].shape()[2],
+            );
+            let kv_heads = inputs[1].shape()[1];
+            let dv = inputs[2].shape()[2];
+            let n = kv_len.unwrap_or(inputs[1].shape()[0]);
+            let (kind, window) = match mask {
+                Mask::None => (0, 0),
+                Mask::Causal => (1, 0),
+                Mask::Sliding(w) => (2, *w),
+                Mask::Padding(_) => {
+                    return Err(unsupported("Sdpa with a padding mask", DType::F32))
+                }
+            };
+            let q = act(gpu, rec, &inputs[0])?;
+            let k = act(gpu, rec, &inputs[1])?;
+            let v = act(gpu, rec, &inputs[2])?;
+            let (t, o) = out(gpu, rec, &outs[0])?;
+            let mut p: Params = [0; 32];
+            p[..10].copy_from_slice(&[
+                sq as u32,
+                heads as u32,
+                kv_heads as u32,
+                d as u32,
+                dv as u32,
+                n as u32,
+                *q_pos as u32,
+                kind,
+                window as u32,
+                0,
+            ]);
+            p[12] = f(scale.unwrap_or(1.0 / (d as f32).sqrt()));
+            gpu.dispatch(
+                rec,
+                "attention",
+                &[&q, &k, &v, &o],
+                p,
+                (sq * heads) as u64,
+                1,
+            )?;
+            Ok(vec![t])
+        }
+        Op::Embed => {
+            let ids = inputs[0]
+                .as_i32()
+                .ok_or_else(|| unsupported("Embed ids on the device", DType::I32))?;
+            let (vocab, d) = (inputs[1].shape()[0], inputs[1].shape()[1]);
+            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= vocab) {
+                return Err(ExecutionError::IndexOutOfRange {
+                    op: "Embed".into(),
+                    index: bad as i64,
+                    len: vocab,
+                });
+            }
+            let name = deq_name(inputs[1].dtype())
+                .ok_or_else(|| unsupported("Embed", inputs[1].dtype()))?;
+            let idb = act(gpu, rec, &inputs[0])?;
+            let (t, y) = out(gpu, rec, &outs[0])?;
+            let w = gpu.weight(&inputs[1], d, false)?;
+            for c in &w.chunks {
+                let mut p: Params = [0; 32];
+                p[..5].copy_from_slice(&[
+                    ids.len() as u32,
+                    d as u32,
+                    w.row_bytes as u32,
+                    c.row0 as u32,
+                    c.rows as u32,
+                ]);
+                gpu.dispatch(
+                    rec,
+                    &format!("embed:{name}"),
+                    &[&c.buf, &idb, &y],
+                    p,
+                    ((ids.len() * d) as u64).div_ceil(WG),
+                    1,
+                )?;
+            }
+            Ok(vec![t])
+        }
+        _ => Err(unsupported(
+            op.name(),
+            inputs.first().map_or(DType::F32, |t| t.dtype()),
+        )),
+    }
+}
+
+/// Argmax of every row (Argmax) or of the last row (greedy Sample) on the
+/// GPU; only the indices are read back.
+fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError> {
+    let x = &inputs[0];
+    let d = x.shape().last().copied().unwrap_or(1);
+    let rows = x.numel() / d.max(1);
+    let ids = {
+        let mut rec = gpu.recorder();
+        let rec = &mut *rec;
+        let xb = act(gpu, rec, x)?;
+        let (first, n) = match op {
+            Op::Sample(_) => (rows - 1, 1),
+            _ => (0, rows),
+        };
+        let src = if first > 0 {
+            let b = gpu.frame(rec, (d * 4) as u64)?;
+            gpu.copy(
+                rec,
+                &xb,
+                (first * d * 4) as u64,
+                b.buffer(),
+                0,
+                (d * 4) as u64,
+            );
+            b.buffer().clone()
+        } else {
+            xb
+        };
+        let y = gpu.frame(rec, (n * 4) as u64)?;
+        let mut p: Params = [0; 32];
+        p[0] = n as u32;
+        p[1] = d as u32;
+        gpu.dispatch(rec, "argmax", &[&src, y.buffer()], p, n as u64, 1)?;
+        gpu.read_unlocked(rec, y.buffer(), (n * 4) as u64)?
+    };
+    let ids: Vec<i32> = bytemuck::pod_collect_to_vec(&ids);
+    let shape = match op {
+        Op::Sample(_) => vec![1],
+        _ => x.shape()[..x.shape().len() - 1].to_vec(),
+    };
+    Ok(vec![Tensor::from_i32(&shape, ids)?])
+}

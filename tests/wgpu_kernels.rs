@@ -1,0 +1,348 @@
+//! Every wgpu kernel against the CPU reference on random inputs with awkward
+//! shapes. Runs on whatever Vulkan/Metal/DX12 adapter exists (lavapipe in
+//! CI); no adapter is a failure, never a skip.
+
+mod backend_util;
+
+use backend_util::{matmul_typical, rand_tensor, rand_weight, rel_err, rng};
+use cyb_llm::backend::cpu::reference;
+use cyb_llm::backend::wgpu::WgpuBackend;
+use cyb_llm::backend::{
+    rope_cache, rope_inv_freq, Backend, ExecContext, Mask, Op, RopeStyle, SampleParams, Tensor,
+    TensorInfo,
+};
+use cyb_llm::DType;
+use rand::Rng;
+use std::sync::OnceLock;
+
+fn gpu() -> &'static WgpuBackend {
+    static GPU: OnceLock<WgpuBackend> = OnceLock::new();
+    GPU.get_or_init(|| {
+        let b = WgpuBackend::new().unwrap_or_else(|e| {
+            panic!("wgpu tests need a Vulkan adapter (CI installs lavapipe): {e}")
+        });
+        eprintln!("wgpu adapter: {:?}", b.report());
+        b
+    })
+}
+
+/// Runs `op` on wgpu and on the reference; every output within `tol` (error
+/// denominator floored at `floor`). Returns the wgpu outputs.
+fn check(op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
+    let g = gpu();
+    let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
+    assert!(
+        g.supports(op, &infos),
+        "{op:?} should be supported on {infos:?}"
+    );
+    let mut ctx = ExecContext::new(1);
+    let got = g.execute(op, inputs, &mut ctx).expect("wgpu executes");
+    let want = reference::execute(op, inputs).expect("reference executes");
+    assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!(a.shape(), b.shape(), "{op:?}: shapes differ");
+        if b.dtype() == DType::I32 {
+            assert_eq!(a.as_i32(), b.as_i32(), "{op:?}: indices differ");
+            continue;
+        }
+        let av = g.try_download_f32(a).expect("download");
+        let bv = b.read_f32("test").expect("reference values").to_vec();
+        let max_ref = bv.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let e = rel_err(&av, &bv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
+        assert!(e <= tol, "{op:?} on {infos:?}: relative error {e} > {tol}");
+    }
+    got
+}
+
+const MATMUL_DTYPES: [DType; 11] = [
+    DType::F32,
+    DType::F16,
+    DType::BF16,
+    DType::Q8_0,
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q4K,
+    DType::Q5K,
+    DType::Q6K,
+];
+
+fn k_for(dtype: DType) -> usize {
+    match dtype.block_values() {
+        1 => 67,
+        32 => 96,
+        _ => 512,
+    }
+}
+
+#[test]
+fn matmul_every_dtype_matches_reference() {
+    let mut r = rng("matmul_every_dtype_matches_reference");
+    for dtype in MATMUL_DTYPES {
+        let k = k_for(dtype);
+        for m in [1, 3, 11] {
+            let x = rand_tensor(&mut r, &[m, k]);
+            let w = rand_weight(&mut r, &[37, k], dtype);
+            let floor = matmul_typical(&x, &w);
+            check(&Op::Matmul, &[x, w], 1e-4, floor);
+        }
+    }
+}
+
+#[test]
+fn embed_every_dtype_matches_reference() {
+    let mut r = rng("embed_every_dtype_matches_reference");
+    for dtype in MATMUL_DTYPES {
+        let d = k_for(dtype);
+        let table = rand_weight(&mut r, &[23, d], dtype);
+        let ids: Vec<i32> = (0..5).map(|_| r.gen_range(0..23)).collect();
+        let ids = Tensor::from_i32(&[5], ids).unwrap();
+        check(&Op::Embed, &[ids, table], 1e-6, 0.0);
+    }
+    let table = rand_weight(&mut r, &[23, 32], DType::Q8_0);
+    let bad = Tensor::from_i32(&[2], vec![1, 23]).unwrap();
+    let mut ctx = ExecContext::new(1);
+    assert!(gpu().execute(&Op::Embed, &[bad, table], &mut ctx).is_err());
+}
+
+#[test]
+fn fused_ops_match_reference() {
+    let mut r = rng("fused_ops_match_reference");
+    let (m, k) = (3, 96);
+    let x = rand_tensor(&mut r, &[m, k]);
+    let wq = rand_weight(&mut r, &[40, k], DType::Q4_0);
+    let wk = rand_weight(&mut r, &[24, k], DType::Q8_0);
+    let wv = rand_weight(&mut r, &[24, k], DType::F16);
+    let floor = matmul_typical(&x, &wq);
+    check(&Op::FusedQkv, &[x.clone(), wq.clone(), wk, wv], 1e-4, floor);
+    let wg = rand_weight(&mut r, &[50, k], DType::Q4_1);
+    let wu = rand_weight(&mut r, &[50, k], DType::Q5_0);
+    check(&Op::FusedSwiGlu, &[x.clone(), wg, wu], 1e-4, 0.0);
+    let g = rand_tensor(&mut r, &[k]);
+    let op = Op::FusedNormMatmul {
+        eps: 1e-5,
+        add_one: false,
+    };
+    check(&op, &[x.clone(), g.clone(), wq], 1e-4, 0.0);
+    let skip = rand_tensor(&mut r, &[m, k]);
+    for add_one in [false, true] {
+        let op = Op::FusedSkipNorm { eps: 1e-6, add_one };
+        check(&op, &[x.clone(), skip.clone(), g.clone()], 1e-5, 0.0);
+    }
+}
+
+#[test]
+fn norms_match_reference() {
+    let mut r = rng("norms_match_reference");
+    let x = rand_tensor(&mut r, &[5, 77]);
+    let g = rand_tensor(&mut r, &[77]);
+    let b = rand_tensor(&mut r, &[77]);
+    for add_one in [false, true] {
+        check(
+            &Op::RmsNorm { eps: 1e-6, add_one },
+            &[x.clone(), g.clone()],
+            1e-5,
+            0.0,
+        );
+    }
+    let gf16 = rand_weight(&mut r, &[77], DType::F16);
+    check(
+        &Op::RmsNorm {
+            eps: 1e-5,
+            add_one: false,
+        },
+        &[x.clone(), gf16],
+        1e-5,
+        0.0,
+    );
+    check(
+        &Op::LayerNorm { eps: 1e-5 },
+        &[x.clone(), g.clone(), b],
+        1e-5,
+        0.0,
+    );
+    check(&Op::LayerNorm { eps: 1e-5 }, &[x, g], 1e-5, 0.0);
+}
+
+#[test]
+fn elementwise_ops_match_reference() {
+    let mut r = rng("elementwise_ops_match_reference");
+    let a = rand_tensor(&mut r, &[5, 3, 7]);
+    for b_shape in [&[5, 3, 7][..], &[3, 1], &[7], &[5, 1, 7]] {
+        let b = rand_tensor(&mut r, b_shape);
+        for op in [Op::Add, Op::Sub, Op::Mul] {
+            check(&op, &[a.clone(), b.clone()], 1e-6, 0.0);
+        }
+    }
+    let b = rand_tensor(&mut r, &[5, 3, 7]);
+    for op in [Op::SwiGlu, Op::GeGlu] {
+        check(&op, &[a.clone(), b.clone()], 1e-5, 0.0);
+    }
+    let x = rand_tensor(&mut r, &[3, 131]);
+    let x4 = Op::Scale(4.0);
+    let wide = check(&x4, &[x.clone()], 1e-6, 0.0).remove(0);
+    for op in [
+        Op::Silu,
+        Op::Gelu,
+        Op::GeluTanh,
+        Op::Relu,
+        Op::LeakyRelu(0.1),
+        Op::Sigmoid,
+        Op::Tanh,
+        Op::Softcap(3.0),
+        Op::Scale(-0.37),
+    ] {
+        check(&op, &[x.clone()], 1e-5, 0.0);
+        let host = Tensor::from_f32(&[3, 131], gpu().try_download_f32(&wide).unwrap()).unwrap();
+        check(&op, &[host], 1e-5, 0.0);
+    }
+}
+
+#[test]
+fn softmax_argmax_sample_match_reference() {
+    let mut r = rng("softmax_argmax_sample_match_reference");
+    let mut v = backend_util::values(&mut r, 4 * 301);
+    v[301..602].fill(f32::NEG_INFINITY);
+    v[700] = f32::NEG_INFINITY;
+    let x = Tensor::from_f32(&[4, 301], v.clone()).unwrap();
+    check(&Op::Softmax, &[x.clone()], 1e-5, 0.0);
+    v[601 + 17] = 5.0;
+    v[601 + 250] = 5.0;
+    let x = Tensor::from_f32(&[4, 301], v).unwrap();
+    check(&Op::Argmax, &[x.clone()], 0.0, 0.0);
+    let greedy = SampleParams {
+        temperature: 0.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repeat_penalty: 1.0,
+        repeat_last_n: 64,
+        u: 0.5,
+    };
+    check(&Op::Sample(greedy), &[x], 0.0, 0.0);
+}
+
+#[test]
+fn rope_both_styles_match_reference() {
+    let mut r = rng("rope_both_styles_match_reference");
+    let (s, h, d, pos) = (3, 5, 24, 7);
+    for style in [RopeStyle::Neox, RopeStyle::Normal] {
+        for rot in [d, 16] {
+            let x = rand_tensor(&mut r, &[s, h, d]);
+            let (cos, sin) = rope_cache(pos + s + 4, &rope_inv_freq(rot, 10000.0)).unwrap();
+            let op = Op::Rope {
+                style,
+                rot_dim: rot,
+                pos,
+                base: 10000.0,
+            };
+            check(&op, &[x.clone(), cos, sin], 1e-5, 0.0);
+            check(&op, &[x], 1e-5, 0.0);
+        }
+    }
+}
+
+#[test]
+fn attention_matches_reference() {
+    let mut r = rng("attention_matches_reference");
+    let (h, hkv, d) = (4, 2, 40);
+    for (sq, m, kv_len, q_pos, mask) in [
+        (1, 150, 150, 149, Mask::Causal),
+        (3, 200, 140, 137, Mask::Causal),
+        (3, 200, 140, 137, Mask::Sliding(50)),
+        (5, 70, 70, 0, Mask::None),
+        (2, 9, 9, 7, Mask::Sliding(1)),
+    ] {
+        let q = rand_tensor(&mut r, &[sq, h, d]);
+        let k = rand_tensor(&mut r, &[m, hkv, d]);
+        let v = rand_tensor(&mut r, &[m, hkv, d + 3]);
+        let op = Op::Sdpa {
+            scale: None,
+            mask,
+            q_pos,
+            kv_len: Some(kv_len),
+        };
+        check(&op, &[q, k, v], 1e-5, 0.0);
+    }
+}
+
+#[test]
+fn kv_cache_on_device_matches_host_append() {
+    let mut r = rng("kv_cache_on_device_matches_host_append");
+    let g = gpu();
+    let (m, hkv, d) = (16, 2, 8);
+    let kc = g.alloc(&[m, hkv, d], DType::F32).unwrap();
+    let vc = g.alloc(&[m, hkv, d], DType::F32).unwrap();
+    let hk = Tensor::state_zeros(&[m, hkv, d]);
+    let hv = Tensor::state_zeros(&[m, hkv, d]);
+    let mut ctx = ExecContext::new(1);
+    let mut pos = 0;
+    for s in [3, 1, 1, 4] {
+        let k = rand_tensor(&mut r, &[s, hkv, d]);
+        let v = rand_tensor(&mut r, &[s, hkv, d]);
+        let op = Op::KvAppend { pos };
+        g.execute(
+            &op,
+            &[kc.clone(), vc.clone(), k.clone(), v.clone()],
+            &mut ctx,
+        )
+        .unwrap();
+        reference::execute(&op, &[hk.clone(), hv.clone(), k, v]).unwrap();
+        pos += s;
+        let q = rand_tensor(&mut r, &[s, 4, d]);
+        let sdpa = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: pos - s,
+            kv_len: Some(pos),
+        };
+        let got = g
+            .execute(&sdpa, &[q.clone(), kc.clone(), vc.clone()], &mut ctx)
+            .unwrap();
+        let want = reference::execute(&sdpa, &[q, hk.clone(), hv.clone()]).unwrap();
+        let e = rel_err(
+            &g.try_download_f32(&got[0]).unwrap(),
+            &want[0].read_f32("t").unwrap(),
+        );
+        assert!(e < 1e-5, "attention over the device cache: error {e}");
+    }
+    let over = Op::KvAppend { pos: m - 1 };
+    let k = rand_tensor(&mut r, &[2, hkv, d]);
+    let res = g.execute(&over, &[kc.clone(), vc, k.clone(), k], &mut ctx);
+    assert!(matches!(
+        res,
+        Err(cyb_llm::ExecutionError::ContextOverflow { .. })
+    ));
+    assert_eq!(
+        g.try_download_f32(&kc).unwrap(),
+        hk.read_f32("t").unwrap().to_vec()
+    );
+}
+
+#[test]
+fn slice_matches_reference() {
+    let mut r = rng("slice_matches_reference");
+    let x = rand_tensor(&mut r, &[4, 3, 5]);
+    for (axis, start, end) in [(0, 3, 4), (1, 1, 3), (2, 0, 2)] {
+        check(&Op::Slice { axis, start, end }, &[x.clone()], 0.0, 0.0);
+    }
+}
+
+#[test]
+fn unsupported_ops_are_declined() {
+    let g = gpu();
+    let mut r = rng("unsupported_ops_are_declined");
+    let x = rand_tensor(&mut r, &[2, 64]);
+    let w = rand_weight(&mut r, &[3, 64], DType::Ternary);
+    assert!(!g.supports(&Op::Matmul, &[x.info().clone(), w.info().clone()]));
+    let pad = Op::Sdpa {
+        scale: None,
+        mask: Mask::Padding(vec![true; 4]),
+        q_pos: 0,
+        kv_len: Some(4),
+    };
+    let q = TensorInfo::new(&[1, 2, 8], DType::F32);
+    let k = TensorInfo::new(&[4, 2, 8], DType::F32);
+    assert!(!g.supports(&pad, &[q, k.clone(), k]));
+}
