@@ -464,3 +464,101 @@ fn split_gguf_imports_like_the_single_file() {
     .unwrap_err();
     assert!(err.to_string().contains("missing"), "{err}");
 }
+
+#[test]
+fn phi3_fused_qkv_and_gate_up_are_split_by_rows() {
+    use gguf::reader::Value;
+    let (hidden, inter, vocab) = (32usize, 32usize, 8usize);
+    let f32s = |n: usize, base: f32| -> Vec<u8> {
+        (0..n)
+            .flat_map(|i| (base + i as f32).to_le_bytes())
+            .collect()
+    };
+    let qkv = f32s(64 * hidden, 0.0);
+    let up = f32s(2 * inter * hidden, 10_000.0);
+    let down = f32s(hidden * inter, 20_000.0);
+    let o = f32s(hidden * hidden, 30_000.0);
+    let embd = f32s(vocab * hidden, 40_000.0);
+    let norm = f32s(hidden, 1.0);
+    let tensors: Vec<(String, Vec<usize>, u32, &[u8])> = vec![
+        ("token_embd.weight".into(), vec![vocab, hidden], 0, &embd),
+        ("output_norm.weight".into(), vec![hidden], 0, &norm),
+        ("blk.0.attn_norm.weight".into(), vec![hidden], 0, &norm),
+        ("blk.0.ffn_norm.weight".into(), vec![hidden], 0, &norm),
+        ("blk.0.attn_qkv.weight".into(), vec![64, hidden], 0, &qkv),
+        (
+            "blk.0.attn_output.weight".into(),
+            vec![hidden, hidden],
+            0,
+            &o,
+        ),
+        (
+            "blk.0.ffn_up.weight".into(),
+            vec![2 * inter, hidden],
+            0,
+            &up,
+        ),
+        (
+            "blk.0.ffn_down.weight".into(),
+            vec![hidden, inter],
+            0,
+            &down,
+        ),
+    ];
+    let s = |v: &str| Value::Str(v.into());
+    let u = |v: u64| Value::UInt(v);
+    let kv: Vec<(String, Value)> = vec![
+        ("general.architecture".into(), s("phi3")),
+        ("phi3.embedding_length".into(), u(hidden as u64)),
+        ("phi3.block_count".into(), u(1)),
+        ("phi3.attention.head_count".into(), u(2)),
+        ("phi3.attention.head_count_kv".into(), u(1)),
+        ("phi3.feed_forward_length".into(), u(inter as u64)),
+        ("phi3.context_length".into(), u(64)),
+        ("tokenizer.ggml.model".into(), s("gpt2")),
+        ("tokenizer.ggml.pre".into(), s("gpt2")),
+        (
+            "tokenizer.ggml.tokens".into(),
+            Value::Array(["a", "b", "c", "d", "e", "f", "g", "ab"].map(s).to_vec()),
+        ),
+        ("tokenizer.ggml.merges".into(), Value::Array(vec![s("a b")])),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("phi.gguf");
+    std::fs::write(&src, write_gguf(&kv, &tensors)).unwrap();
+    let out = dir.path().join("phi.model");
+    import::import(&src, &out, &ImportOptions::default()).unwrap();
+    let m = cyb_llm::load(&out).unwrap();
+    assert_eq!(m.config.model_type, "phi3");
+    assert_eq!(m.config.architecture.rope_style.as_deref(), Some("neox"));
+    let rows = |name: &str| {
+        let t = m.tensor(name).unwrap_or_else(|| panic!("{name}"));
+        (t.entry.shape.clone(), t.dequantize().unwrap()[0])
+    };
+    // q: rows 0..32, k: 32..48, v: 48..64 of the fused tensor (first value = row * hidden).
+    assert_eq!(
+        rows("model.layers.0.self_attn.q_proj.weight"),
+        (vec![32, hidden], 0.0)
+    );
+    assert_eq!(
+        rows("model.layers.0.self_attn.k_proj.weight"),
+        (vec![16, hidden], (32 * hidden) as f32)
+    );
+    assert_eq!(
+        rows("model.layers.0.self_attn.v_proj.weight"),
+        (vec![16, hidden], (48 * hidden) as f32)
+    );
+    assert_eq!(
+        rows("model.layers.0.mlp.gate_proj.weight"),
+        (vec![inter, hidden], 10_000.0)
+    );
+    assert_eq!(
+        rows("model.layers.0.mlp.up_proj.weight"),
+        (vec![inter, hidden], 10_000.0 + (inter * hidden) as f32)
+    );
+    assert_eq!(
+        rows("model.layers.0.post_attention_layernorm.weight"),
+        (vec![hidden], 1.0)
+    );
+    assert!(m.tensor("lm_head.weight").is_none());
+}
