@@ -1,5 +1,7 @@
 //! Subcommands of the binary. Each file is one command; this one parses and routes.
 
+mod bench;
+mod backends;
 mod chat;
 mod classify;
 mod embed;
@@ -44,6 +46,10 @@ enum Command {
     Classify(classify::ClassifyArgs),
     /// Print a model's generated graph section, or --emit it into the file.
     Graph(graph::GraphArgs),
+    /// Prompt and generation throughput per backend and path (like llama-bench).
+    Bench(bench::BenchArgs),
+    /// List the backends that can start here (wgpu: adapter, driver, limits, features).
+    Backends(backends::BackendsArgs),
 }
 
 /// Runs the parsed command line.
@@ -58,5 +64,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Backends(a) => backends::run(a),
+        Command::Bench(a) => bench::run(a),
     }
 }
