@@ -147,27 +147,49 @@ fn a_chain_without_fallback_reports_unsupported_ops() {
 #[test]
 fn explicit_backends_that_cannot_start_are_errors_and_auto_moves_on() {
     let config = BackendConfig { threads: 2 };
-    for name in ["wgpu", "wgpu+rs", "honeycrisp"] {
-        let choice = BackendChoice::parse(name).unwrap();
-        match Dispatcher::new(choice, &config) {
+    // honeycrisp never starts here: off Apple Silicon it says why, on it it is not built yet.
+    match Dispatcher::new(BackendChoice::parse("honeycrisp").unwrap(), &config) {
+        Err(ExecutionError::BackendInit { backend, reason }) => {
+            assert_eq!(backend, "honeycrisp");
+            if cfg!(not(all(target_os = "macos", target_arch = "aarch64"))) {
+                assert!(
+                    reason.starts_with("requires Apple Silicon macOS; this is "),
+                    "{reason}"
+                );
+            }
+        }
+        Err(other) => panic!("expected BackendInit, got {other:?}"),
+        Ok(_) => panic!("honeycrisp must not start"),
+    }
+    // wgpu starts when an adapter exists; either way the outcome is explicit,
+    // and a started wgpu falls back to cpu.
+    for name in ["wgpu", "wgpu+rs"] {
+        match Dispatcher::new(BackendChoice::parse(name).unwrap(), &config) {
+            Ok(d) => {
+                let names: Vec<&str> = d.chain().iter().map(|b| b.name()).collect();
+                assert_eq!(names, ["wgpu", "cpu"]);
+            }
             Err(ExecutionError::BackendInit { backend, reason }) => {
-                assert_eq!(backend, name.trim_end_matches("+rs"));
+                assert_eq!(backend, "wgpu");
                 assert!(!reason.is_empty());
             }
             Err(other) => panic!("{name}: expected BackendInit, got {other:?}"),
-            Ok(_) => panic!("{name}: not available in this build, must not start"),
         }
     }
     let auto = Dispatcher::new(BackendChoice::Auto, &config).unwrap();
-    assert_eq!(auto.primary().name(), "cpu");
-    assert!(
-        auto.notes().iter().any(|n| n.contains("skipped wgpu")),
-        "{:?}",
-        auto.notes()
-    );
-    assert_eq!(auto.chain().len(), 1);
+    assert_eq!(auto.chain().last().map(|b| b.name()), Some("cpu"));
+    if cfg!(not(all(target_os = "macos", target_arch = "aarch64"))) {
+        assert!(
+            auto.notes()
+                .iter()
+                .any(|n| n.contains("skipped honeycrisp")),
+            "{:?}",
+            auto.notes()
+        );
+    }
     let cpu = Dispatcher::new(BackendChoice::parse("cpu").unwrap(), &config).unwrap();
-    assert_eq!(cpu.primary().name(), "cpu");
+    let names: Vec<&str> = cpu.chain().iter().map(|b| b.name()).collect();
+    assert_eq!(names, ["cpu"]);
     let err = BackendChoice::parse("tpu").unwrap_err();
     assert!(
         matches!(err, ExecutionError::BackendInit { ref backend, .. } if backend == "tpu"),

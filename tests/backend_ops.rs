@@ -16,6 +16,15 @@ use rand::Rng;
 const F32_TOL: f32 = 1e-5;
 /// Sizes ops.md asks tests to use.
 const AWKWARD: [usize; 5] = [1, 3, 17, 255, 4097];
+/// Rows used with the widest size: 17 x 4097 values push every op past the
+/// thread-pool threshold, so both the inline and the parallel paths run.
+fn rows_for(d: usize) -> usize {
+    if d == 4097 {
+        17
+    } else {
+        3
+    }
+}
 
 #[test]
 fn simd_and_portable_dot_and_axpy_match_f64() {
@@ -151,9 +160,11 @@ fn matmul_every_quantized_encoding() {
 #[test]
 fn binary_ops_with_broadcasting() {
     let mut r = rng("binary");
-    let cases: [(&[usize], &[usize]); 6] = [
+    let cases: [(&[usize], &[usize]); 8] = [
         (&[17, 255], &[17, 255]),
         (&[3, 4097], &[4097]),
+        (&[17, 4097], &[4097]),
+        (&[17, 4097], &[17, 4097]),
         (&[1], &[1]),
         (&[255], &[3, 255]),
         (&[3, 1, 5], &[1, 4, 5]),
@@ -184,14 +195,18 @@ fn unary_ops_and_glus() {
         Op::Softcap(0.5),
     ];
     for &n in &AWKWARD {
+        let rows = rows_for(n);
         for op in &ops {
             // Scale up so activations see their tails, not just the linear part.
-            let x = Tensor::from_f32(&[n], values(&mut r, n).iter().map(|v| v * 6.0).collect())
-                .unwrap();
+            let v = values(&mut r, rows * n).iter().map(|v| v * 6.0).collect();
+            let x = Tensor::from_f32(&[rows, n], v).unwrap();
             check_op(op, &[x], F32_TOL, 2);
         }
         for op in [Op::SwiGlu, Op::GeGlu] {
-            let (g, u) = (rand_tensor(&mut r, &[3, n]), rand_tensor(&mut r, &[3, n]));
+            let (g, u) = (
+                rand_tensor(&mut r, &[rows, n]),
+                rand_tensor(&mut r, &[rows, n]),
+            );
             check_op(&op, &[g, u], F32_TOL, 2);
         }
     }
@@ -201,7 +216,7 @@ fn unary_ops_and_glus() {
 fn softmax_rows_including_masked_rows() {
     let mut r = rng("softmax");
     for &d in &AWKWARD {
-        let x = rand_tensor(&mut r, &[3, d]);
+        let x = rand_tensor(&mut r, &[rows_for(d), d]);
         check_op(&Op::Softmax, &[x], F32_TOL, 2);
     }
     let mut v = values(&mut r, 17 * 2);
@@ -223,11 +238,11 @@ fn norms() {
     let mut r = rng("norms");
     for &d in &AWKWARD {
         for add_one in [false, true] {
-            let x = rand_tensor(&mut r, &[3, d]);
+            let x = rand_tensor(&mut r, &[rows_for(d), d]);
             let g = rand_tensor(&mut r, &[d]);
             check_op(&Op::RmsNorm { eps: 1e-6, add_one }, &[x, g], F32_TOL, 2);
         }
-        let x = rand_tensor(&mut r, &[3, d]);
+        let x = rand_tensor(&mut r, &[rows_for(d), d]);
         let (g, b) = (rand_tensor(&mut r, &[d]), rand_tensor(&mut r, &[d]));
         check_op(
             &Op::LayerNorm { eps: 1e-5 },
@@ -255,7 +270,13 @@ fn norms() {
 fn rope_both_styles_partial_rotation_offsets_and_cache() {
     let mut r = rng("rope");
     for style in [RopeStyle::Neox, RopeStyle::Normal] {
-        for (s, h, d, rot) in [(1, 1, 2, 2), (3, 4, 64, 64), (17, 3, 64, 32), (5, 2, 18, 8)] {
+        for (s, h, d, rot) in [
+            (1, 1, 2, 2),
+            (3, 4, 64, 64),
+            (17, 3, 64, 32),
+            (5, 2, 18, 8),
+            (255, 8, 64, 64),
+        ] {
             let pos = r.gen_range(0..5000);
             let x = rand_tensor(&mut r, &[s, h, d]);
             let op = Op::Rope {

@@ -3,8 +3,9 @@
 
 use super::super::reference::visible;
 use super::super::simd;
+use super::par::chunks;
 use crate::backend::op::{Mask, RopeStyle};
-use rayon::prelude::*;
+use rayon::ThreadPool;
 
 /// Keys per tile of the online softmax.
 const TILE: usize = 64;
@@ -19,14 +20,20 @@ pub(super) struct RopeArgs<'a> {
 }
 
 /// Rotates `y` (a copy of `x [S, H, d]`) in place.
-pub(super) fn rope(y: &mut [f32], heads: usize, d: usize, a: &RopeArgs) {
+pub(super) fn rope(pool: &ThreadPool, y: &mut [f32], heads: usize, d: usize, a: &RopeArgs) {
     let half = a.rot / 2;
     let inv: Vec<f64> = (0..half)
         .map(|j| 1.0 / (a.base as f64).powf(2.0 * j as f64 / a.rot as f64))
         .collect();
-    y.par_chunks_mut(heads * d).enumerate().for_each_init(
+    let rows = y.len() / (heads * d).max(1);
+    let work = rows * (heads * a.rot * 3 + if a.cache.is_some() { 0 } else { half * 40 });
+    chunks(
+        pool,
+        work,
+        y,
+        heads * d,
         || (vec![0.0f32; half], vec![0.0f32; half]),
-        |(cos, sin), (s, row)| {
+        |(cos, sin), s, row| {
             let p = a.pos + s;
             match a.cache {
                 Some((c, sn)) => {
@@ -89,11 +96,23 @@ fn key_range(mask: &Mask, p: usize, kv_len: usize) -> (usize, usize) {
 
 /// `out [Sq, H, dv]` from `q [Sq, H, d]`, `k [.., Hkv, d]`, `v [.., Hkv, dv]`,
 /// parallel over (query, head).
-pub(super) fn sdpa(a: &SdpaArgs, q: &[f32], k: &[f32], v: &[f32], out: &mut [f32]) {
+pub(super) fn sdpa(
+    pool: &ThreadPool,
+    a: &SdpaArgs,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) {
     let group = a.heads / a.kv_heads;
-    out.par_chunks_mut(a.dv).enumerate().for_each_init(
+    let work = (out.len() / a.dv.max(1)) * a.kv_len * (a.d + a.dv);
+    chunks(
+        pool,
+        work,
+        out,
+        a.dv,
         || vec![0.0f32; TILE],
-        |scores, (row, o)| {
+        |scores, row, o| {
             let (i, h) = (row / a.heads, row % a.heads);
             let kh = h / group;
             let p = a.q_pos + i;

@@ -1,37 +1,53 @@
-//! Fast element-wise ops, norms and softmax, parallel over rows.
+//! Fast element-wise ops, norms and softmax, parallel over rows when large.
 
 use super::super::reference::{gelu, gelu_tanh, silu};
 use super::super::simd;
+use super::par::chunks;
 use crate::backend::Op;
-use rayon::prelude::*;
+use rayon::ThreadPool;
 
 /// Elements per parallel task of the element-wise maps.
 const CHUNK: usize = 16 * 1024;
 
+/// Transcendental functions cost about this many multiply-adds.
+const TRANSCENDENTAL: usize = 16;
+
 /// `y[i] = f(x[i])`.
-fn map(x: &[f32], y: &mut [f32], f: impl Fn(f32) -> f32 + Sync) {
-    y.par_chunks_mut(CHUNK)
-        .zip(x.par_chunks(CHUNK))
-        .for_each(|(o, i)| {
-            for (o, &v) in o.iter_mut().zip(i) {
+fn map(
+    pool: &ThreadPool,
+    cost: usize,
+    x: &[f32],
+    y: &mut [f32],
+    f: impl Fn(f32) -> f32 + Sync + Send,
+) {
+    chunks(
+        pool,
+        y.len() * cost,
+        y,
+        CHUNK,
+        || (),
+        |_, c, o| {
+            for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
                 *o = f(v);
             }
-        });
+        },
+    );
 }
 
 /// One element-wise unary op; `false` when `op` is not one.
-pub(super) fn unary(op: &Op, x: &[f32], y: &mut [f32]) -> bool {
+pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> bool {
+    let t = TRANSCENDENTAL;
     match *op {
-        Op::Scale(s) => map(x, y, |v| v * s),
-        Op::Clamp { lo, hi } => map(x, y, |v| v.max(lo).min(hi)),
-        Op::Silu => map(x, y, silu),
-        Op::Gelu => map(x, y, gelu),
-        Op::GeluTanh => map(x, y, gelu_tanh),
-        Op::Relu => map(x, y, |v| v.max(0.0)),
-        Op::LeakyRelu(s) => map(x, y, |v| if v > 0.0 { v } else { s * v }),
-        Op::Sigmoid => map(x, y, |v| 1.0 / (1.0 + (-v).exp())),
-        Op::Tanh => map(x, y, f32::tanh),
-        Op::Softcap(c) => map(x, y, |v| c * (v / c).tanh()),
+        Op::Scale(s) => map(pool, 1, x, y, |v| v * s),
+        Op::Clamp { lo, hi } => map(pool, 1, x, y, |v| v.max(lo).min(hi)),
+        Op::Silu => map(pool, t, x, y, silu),
+        Op::Gelu => map(pool, t, x, y, gelu),
+        Op::GeluTanh => map(pool, t, x, y, gelu_tanh),
+        Op::Relu => map(pool, 1, x, y, |v| v.max(0.0)),
+        Op::LeakyRelu(s) => map(pool, 1, x, y, |v| if v > 0.0 { v } else { s * v }),
+        Op::Sigmoid => map(pool, t, x, y, |v| 1.0 / (1.0 + (-v).exp())),
+        Op::Tanh => map(pool, t, x, y, f32::tanh),
+        Op::Softcap(c) => map(pool, t, x, y, |v| c * (v / c).tanh()),
         _ => return false,
     }
     true
@@ -39,31 +55,50 @@ pub(super) fn unary(op: &Op, x: &[f32], y: &mut [f32]) -> bool {
 
 /// `y = f(a, b)` where `b` is broadcast along the leading dimensions of `a`
 /// (`b` equal to `a`, or a suffix of it such as a bias row).
-pub(super) fn binary_suffix(op: &Op, a: &[f32], b: &[f32], y: &mut [f32]) {
+pub(super) fn binary_suffix(pool: &ThreadPool, op: &Op, a: &[f32], b: &[f32], y: &mut [f32]) {
     let f: fn(f32, f32) -> f32 = match op {
         Op::Add => |a, b| a + b,
         Op::Sub => |a, b| a - b,
         Op::Mul => |a, b| a * b,
         _ => |a, b| a / b,
     };
-    let chunk = b.len().max(1) * (CHUNK / b.len().max(1)).max(1);
-    y.par_chunks_mut(chunk)
-        .zip(a.par_chunks(chunk))
-        .for_each(|(o, i)| {
-            for (rows_o, rows_i) in o.chunks_mut(b.len().max(1)).zip(i.chunks(b.len().max(1))) {
+    let row = b.len().max(1);
+    let chunk = row * (CHUNK / row).max(1);
+    chunks(
+        pool,
+        y.len(),
+        y,
+        chunk,
+        || (),
+        |_, c, o| {
+            let i = &a[c * chunk..];
+            for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
                 for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
                     *o = f(u, v);
                 }
             }
-        });
+        },
+    );
 }
 
 /// `y = x / sqrt(mean(x^2) + eps) * g` per row of `g.len()`.
-pub(super) fn rms_norm(x: &[f32], g: &[f32], eps: f32, add_one: bool, y: &mut [f32]) {
+pub(super) fn rms_norm(
+    pool: &ThreadPool,
+    x: &[f32],
+    g: &[f32],
+    eps: f32,
+    add_one: bool,
+    y: &mut [f32],
+) {
     let d = g.len().max(1);
-    y.par_chunks_mut(d)
-        .zip(x.par_chunks(d))
-        .for_each(|(o, row)| {
+    chunks(
+        pool,
+        2 * y.len(),
+        y,
+        d,
+        || (),
+        |_, r, o| {
+            let row = &x[r * d..(r + 1) * d];
             let inv = 1.0 / (simd::sum_sq(row) / d as f32 + eps).sqrt();
             if add_one {
                 for ((o, &v), &gv) in o.iter_mut().zip(row).zip(g) {
@@ -74,15 +109,28 @@ pub(super) fn rms_norm(x: &[f32], g: &[f32], eps: f32, add_one: bool, y: &mut [f
                     *o = v * inv * gv;
                 }
             }
-        });
+        },
+    );
 }
 
 /// `y = (x - mean) / sqrt(var + eps) * g + b` per row.
-pub(super) fn layer_norm(x: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, y: &mut [f32]) {
+pub(super) fn layer_norm(
+    pool: &ThreadPool,
+    x: &[f32],
+    g: &[f32],
+    b: Option<&[f32]>,
+    eps: f32,
+    y: &mut [f32],
+) {
     let d = g.len().max(1);
-    y.par_chunks_mut(d)
-        .zip(x.par_chunks(d))
-        .for_each(|(o, row)| {
+    chunks(
+        pool,
+        3 * y.len(),
+        y,
+        d,
+        || (),
+        |_, r, o| {
+            let row = &x[r * d..(r + 1) * d];
             let mean = row.iter().sum::<f32>() / d as f32;
             let mut var = 0.0;
             for &v in row {
@@ -92,15 +140,21 @@ pub(super) fn layer_norm(x: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, y: &
             for (i, (o, &v)) in o.iter_mut().zip(row).enumerate() {
                 *o = (v - mean) * inv * g[i] + b.map_or(0.0, |b| b[i]);
             }
-        });
+        },
+    );
 }
 
 /// Softmax of each row of `d`; an all `-inf` row gives zeros.
-pub(super) fn softmax(x: &[f32], d: usize, y: &mut [f32]) {
+pub(super) fn softmax(pool: &ThreadPool, x: &[f32], d: usize, y: &mut [f32]) {
     let d = d.max(1);
-    y.par_chunks_mut(d)
-        .zip(x.par_chunks(d))
-        .for_each(|(o, row)| {
+    chunks(
+        pool,
+        TRANSCENDENTAL * y.len(),
+        y,
+        d,
+        || (),
+        |_, r, o| {
+            let row = &x[r * d..(r + 1) * d];
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
             if max == f32::NEG_INFINITY {
                 o.fill(0.0);
@@ -113,16 +167,23 @@ pub(super) fn softmax(x: &[f32], d: usize, y: &mut [f32]) {
             }
             let inv = 1.0 / sum;
             o.iter_mut().for_each(|v| *v *= inv);
-        });
+        },
+    );
 }
 
 /// `y = act(gate) * up` with `act` silu (SwiGlu) or gelu (GeGlu).
-pub(super) fn glu(gelu_gate: bool, gate: &[f32], up: &[f32], y: &mut [f32]) {
-    y.par_chunks_mut(CHUNK)
-        .zip(gate.par_chunks(CHUNK).zip(up.par_chunks(CHUNK)))
-        .for_each(|(o, (g, u))| {
+pub(super) fn glu(pool: &ThreadPool, gelu_gate: bool, gate: &[f32], up: &[f32], y: &mut [f32]) {
+    chunks(
+        pool,
+        TRANSCENDENTAL * y.len(),
+        y,
+        CHUNK,
+        || (),
+        |_, c, o| {
+            let (g, u) = (&gate[c * CHUNK..], &up[c * CHUNK..]);
             for ((o, &g), &u) in o.iter_mut().zip(g).zip(u) {
                 *o = if gelu_gate { gelu(g) } else { silu(g) } * u;
             }
-        });
+        },
+    );
 }

@@ -6,6 +6,7 @@ use crate::backend::{ExecContext, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use rayon::prelude::*;
+use rayon::ThreadPool;
 
 /// A weight matrix `[N, K]` as stored: host f32 values or encoded bytes.
 pub(super) enum Weight<'a> {
@@ -76,6 +77,7 @@ pub(super) fn hold<'a>(w: &'a Tensor, op: &str) -> Result<Option<F32Read<'a>>, E
 /// `y [M, N] = x [M, K] W^T`, parallel over output rows of W; each weight row
 /// is decoded once (into a per-task buffer) and used for all M inputs.
 pub(super) fn matmul_into(
+    pool: &ThreadPool,
     x: &[f32],
     k: usize,
     w: &Weight,
@@ -83,6 +85,20 @@ pub(super) fn matmul_into(
     y: &mut [f32],
 ) -> Result<(), ExecutionError> {
     let m = x.len().checked_div(k).unwrap_or(0);
+    if m == 0 {
+        return Ok(());
+    }
+    pool.install(|| matmul_rows(x, k, m, w, n, y))
+}
+
+fn matmul_rows(
+    x: &[f32],
+    k: usize,
+    m: usize,
+    w: &Weight,
+    n: usize,
+    y: &mut [f32],
+) -> Result<(), ExecutionError> {
     if m == 1 {
         y.par_chunks_mut(64)
             .enumerate()
@@ -116,18 +132,20 @@ pub(super) fn matmul_into(
 
 /// `Matmul(x, w)` into a new tensor of `out_shape`.
 pub(super) fn matmul(
+    pool: &ThreadPool,
     x: &Tensor,
     w: &Tensor,
     out_shape: &[usize],
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
     let xs = x.read_f32("Matmul")?;
-    matmul_values(&xs, w, out_shape, ctx)
+    matmul_values(pool, &xs, w, out_shape, ctx)
 }
 
 /// `Matmul` of host values `x` (rows of K) by `w`: the quantized kernels for
 /// encoded weights they cover, else rows decoded one at a time.
 pub(super) fn matmul_values(
+    pool: &ThreadPool,
     x: &[f32],
     w: &Tensor,
     out_shape: &[usize],
@@ -142,13 +160,13 @@ pub(super) fn matmul_values(
     if let Some(bytes) = w.as_bytes().filter(|_| kernels::supports(w.dtype())) {
         let m = x.len() / k;
         return ctx.tensor_with(out_shape, false, |y| {
-            kernels::matmul(w.dtype(), bytes, n, k, x, m, y);
+            pool.install(|| kernels::matmul(w.dtype(), bytes, n, k, x, m, y));
             Ok(())
         });
     }
     let held = hold(w, "Matmul")?;
     let weight = Weight::of(w, &held).ok_or_else(|| unreadable(w))?;
-    ctx.tensor_with(out_shape, false, |y| matmul_into(x, k, &weight, n, y))
+    ctx.tensor_with(out_shape, false, |y| matmul_into(pool, x, k, &weight, n, y))
 }
 
 /// Rows `ids` of `table [V, D]`; only the looked-up rows are decoded.

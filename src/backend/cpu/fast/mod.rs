@@ -6,14 +6,18 @@
 mod attention;
 mod elementwise;
 mod linear;
+mod par;
 
 use super::reference;
 use crate::backend::op::broadcast_shape;
 use crate::backend::{ExecContext, Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
+use rayon::ThreadPool;
 
-/// Runs one op, fast where a fast version exists.
+/// Runs one op, fast where a fast version exists; large loops run on `pool`,
+/// small ones on the calling thread.
 pub fn execute(
+    pool: &ThreadPool,
     op: &Op,
     inputs: &[Tensor],
     ctx: &mut ExecContext,
@@ -25,7 +29,7 @@ pub fn execute(
     let shape0 = outs[0].shape.as_slice();
     let one = |t: Tensor| Ok(vec![t]);
     match op {
-        Op::Matmul => one(linear::matmul(&inputs[0], &inputs[1], shape0, ctx)?),
+        Op::Matmul => one(linear::matmul(pool, &inputs[0], &inputs[1], shape0, ctx)?),
         Op::Embed => {
             let ids = inputs[0]
                 .as_i32()
@@ -44,12 +48,12 @@ pub fn execute(
             let (a, b) = (read(0)?, read(1)?);
             if suffix(a_shape, b_shape) {
                 one(ctx.tensor_with(shape0, false, |y| {
-                    elementwise::binary_suffix(op, &a, &b, y);
+                    elementwise::binary_suffix(pool, op, &a, &b, y);
                     Ok(())
                 })?)
             } else if matches!(op, Op::Add | Op::Mul) && suffix(b_shape, a_shape) {
                 one(ctx.tensor_with(shape0, false, |y| {
-                    elementwise::binary_suffix(op, &b, &a, y);
+                    elementwise::binary_suffix(pool, op, &b, &a, y);
                     Ok(())
                 })?)
             } else {
@@ -68,14 +72,14 @@ pub fn execute(
         | Op::Softcap(_) => {
             let x = read(0)?;
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::unary(op, &x, y);
+                elementwise::unary(pool, op, &x, y);
                 Ok(())
             })?)
         }
         Op::SwiGlu | Op::GeGlu => {
             let (g, u) = (read(0)?, read(1)?);
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::glu(*op == Op::GeGlu, &g, &u, y);
+                elementwise::glu(pool, *op == Op::GeGlu, &g, &u, y);
                 Ok(())
             })?)
         }
@@ -83,7 +87,7 @@ pub fn execute(
             let x = read(0)?;
             let d = shape0.last().copied().unwrap_or(1);
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::softmax(&x, d, y);
+                elementwise::softmax(pool, &x, d, y);
                 Ok(())
             })?)
         }
@@ -91,7 +95,7 @@ pub fn execute(
         Op::RmsNorm { eps, add_one } => {
             let (x, g) = (read(0)?, read(1)?);
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::rms_norm(&x, &g, *eps, *add_one, y);
+                elementwise::rms_norm(pool, &x, &g, *eps, *add_one, y);
                 Ok(())
             })?)
         }
@@ -103,7 +107,7 @@ pub fn execute(
                 None
             };
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::layer_norm(&x, &g, b.as_deref(), *eps, y);
+                elementwise::layer_norm(pool, &x, &g, b.as_deref(), *eps, y);
                 Ok(())
             })?)
         }
@@ -128,7 +132,7 @@ pub fn execute(
             };
             one(ctx.tensor_with(shape0, false, |y| {
                 y.copy_from_slice(&x);
-                attention::rope(y, shape0[1], shape0[2], &args);
+                attention::rope(pool, y, shape0[1], shape0[2], &args);
                 Ok(())
             })?)
         }
@@ -151,26 +155,26 @@ pub fn execute(
                 kv_len: kv_len.unwrap_or(infos[1].shape[0]),
             };
             one(ctx.tensor_with(shape0, false, |y| {
-                attention::sdpa(&args, &q, &k, &v, y);
+                attention::sdpa(pool, &args, &q, &k, &v, y);
                 Ok(())
             })?)
         }
         Op::FusedNormMatmul { eps, add_one } => {
             let (x, g) = (read(0)?, read(1)?);
             let mut h = vec![0.0; x.len()];
-            elementwise::rms_norm(&x, &g, *eps, *add_one, &mut h);
-            one(linear::matmul_values(&h, &inputs[2], shape0, ctx)?)
+            elementwise::rms_norm(pool, &x, &g, *eps, *add_one, &mut h);
+            one(linear::matmul_values(pool, &h, &inputs[2], shape0, ctx)?)
         }
         Op::FusedSkipNorm { eps, add_one } => {
             let (x, s, g) = (read(0)?, read(1)?, read(2)?);
             let sum = ctx.tensor_with(shape0, false, |y| {
-                elementwise::binary_suffix(&Op::Add, &x, &s, y);
+                elementwise::binary_suffix(pool, &Op::Add, &x, &s, y);
                 Ok(())
             })?;
             let normed = {
                 let sv = sum.as_f32().unwrap_or(&[]);
                 ctx.tensor_with(shape0, false, |y| {
-                    elementwise::rms_norm(sv, &g, *eps, *add_one, y);
+                    elementwise::rms_norm(pool, sv, &g, *eps, *add_one, y);
                     Ok(())
                 })?
             };
@@ -178,18 +182,18 @@ pub fn execute(
         }
         Op::FusedSwiGlu => {
             let x = read(0)?;
-            let g = linear::matmul_values(&x, &inputs[1], shape0, ctx)?;
-            let u = linear::matmul_values(&x, &inputs[2], shape0, ctx)?;
+            let g = linear::matmul_values(pool, &x, &inputs[1], shape0, ctx)?;
+            let u = linear::matmul_values(pool, &x, &inputs[2], shape0, ctx)?;
             let (gv, uv) = (g.as_f32().unwrap_or(&[]), u.as_f32().unwrap_or(&[]));
             one(ctx.tensor_with(shape0, false, |y| {
-                elementwise::glu(false, gv, uv, y);
+                elementwise::glu(pool, false, gv, uv, y);
                 Ok(())
             })?)
         }
         Op::FusedQkv => {
             let x = read(0)?;
             (1..4)
-                .map(|i| linear::matmul_values(&x, &inputs[i], &outs[i - 1].shape, ctx))
+                .map(|i| linear::matmul_values(pool, &x, &inputs[i], &outs[i - 1].shape, ctx))
                 .collect()
         }
         _ => reference::execute(op, inputs),
