@@ -389,6 +389,19 @@ impl GraphSession {
         })
     }
 
+    /// [`GraphSession::forward`] with the caller's execution context (its
+    /// frame allocator and dispatch log) instead of the session's own.
+    pub fn forward_in(
+        &mut self,
+        tokens: &[u32],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<f32>, ExecutionError> {
+        std::mem::swap(&mut self.ctx, ctx);
+        let out = self.forward(tokens);
+        std::mem::swap(&mut self.ctx, ctx);
+        out
+    }
+
     /// Runs `tokens` at the current position and returns the logits of the
     /// last token (the graph's first output, last row).
     pub fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ExecutionError> {

@@ -11,12 +11,15 @@
 //! - [`llama`]: the graph writer of the LlamaStyle family.
 //! - [`fuse`]: the fusion pass.
 //! - [`exec`]: the executor, one [`exec::GraphSession`] (KV cache) per conversation.
+//! - [`text`]: [`text::TextEngine`] / [`text::TextCache`], the curated-or-graph
+//!   hook for the text generator.
 
 pub mod exec;
 pub mod fuse;
 pub mod ir;
 pub mod llama;
 pub mod ops;
+pub mod text;
 
 pub use exec::{GraphModel, GraphOptions, GraphSession, TextForward};
 pub use ir::{GraphDoc, InputDecl, NodeDecl, StateDecl};
