@@ -8,6 +8,7 @@
 
 pub mod audio;
 pub mod backend;
+pub mod bench;
 pub mod curated;
 pub mod dtype;
 pub mod encode;

@@ -3,6 +3,7 @@
 mod bench;
 mod backends;
 mod chat;
+mod bench;
 mod classify;
 mod embed;
 mod graph;
@@ -48,6 +49,8 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Prompt and generation throughput per backend and path (like llama-bench).
     Bench(bench::BenchArgs),
+    /// Prompt and generation throughput per backend and path (like llama-bench).
+    Bench(bench::BenchArgs),
     /// List the backends that can start here (wgpu: adapter, driver, limits, features).
     Backends(backends::BackendsArgs),
 }
@@ -64,6 +67,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Bench(a) => bench::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
     }
