@@ -1,9 +1,8 @@
 //! Subcommands of the binary. Each file is one command; this one parses and routes.
 
-mod bench;
 mod backends;
-mod chat;
 mod bench;
+mod chat;
 mod classify;
 mod embed;
 mod graph;
@@ -49,8 +48,6 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Prompt and generation throughput per backend and path (like llama-bench).
     Bench(bench::BenchArgs),
-    /// Prompt and generation throughput per backend and path (like llama-bench).
-    Bench(bench::BenchArgs),
     /// List the backends that can start here (wgpu: adapter, driver, limits, features).
     Backends(backends::BackendsArgs),
 }
@@ -67,7 +64,6 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
         Command::Graph(a) => graph::run(a),
-        Command::Bench(a) => bench::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
     }
