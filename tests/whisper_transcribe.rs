@@ -10,7 +10,7 @@ use whisper_util::*;
 
 fn model() -> &'static SpeechModel {
     static M: OnceLock<SpeechModel> = OnceLock::new();
-    M.get_or_init(|| SpeechModel::load(tiny_en_model(), &Default::default()).expect("load"))
+    M.get_or_init(|| SpeechModel::load(tiny_en_model(), &cpu()).expect("load"))
 }
 
 fn reference(name: &str) -> Value {
@@ -63,9 +63,29 @@ fn jfk_matches_faster_whisper() {
     assert_matches_reference(&t, "jfk");
 }
 
+/// Word error rate of `hyp` against `reference` (word-level Levenshtein / reference words).
+fn wer(reference: &str, hyp: &str) -> f64 {
+    let r: Vec<&str> = reference.split_whitespace().collect();
+    let h: Vec<&str> = hyp.split_whitespace().collect();
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut cur = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(rw != hw))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[h.len()] as f64 / r.len().max(1) as f64
+}
+
 #[test]
-fn long_form_two_minutes_matches_faster_whisper() {
+fn long_form_two_minutes_transcribes_completely() {
     // The same construction as the fixture script: jfk, 1 s gap, repeated, cut at 120 s.
+    // Ten identical sentences make every window "too repetitive" (compression ratio
+    // > 2.4), so the temperature fallback samples; faster-whisper's text is then
+    // the reference up to a small word error rate rather than exactly.
     let one = jfk();
     let mut x = Vec::new();
     while x.len() < 120 * 16_000 {
@@ -74,8 +94,24 @@ fn long_form_two_minutes_matches_faster_whisper() {
     }
     x.truncate(120 * 16_000);
     let t = transcribe(&x);
+    let r = reference("long_2min");
+    let want = normalize(r["text"].as_str().unwrap());
+    let got = normalize(&t.text());
+    let e = wer(&want, &got);
+    assert!(e <= 0.05, "WER {e:.3}\n got: {got}\nwant: {want}");
+    assert_eq!(
+        got.matches("ask not what your country").count(),
+        10,
+        "{got}"
+    );
     assert!(t.segments.last().unwrap().end > 110.0, "{:#?}", t.segments);
-    assert_matches_reference(&t, "long_2min");
+    for w in t.segments.windows(2) {
+        assert!(
+            w[0].start < w[0].end && w[0].end <= w[1].start + 1e-9,
+            "{:#?}",
+            w
+        );
+    }
 }
 
 #[test]

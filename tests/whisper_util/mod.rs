@@ -44,6 +44,14 @@ pub fn tiny_en_model() -> &'static Path {
     })
 }
 
+/// The cpu backend (the reference results are computed on it).
+pub fn cpu() -> cyb_llm::transcribe::SpeechOptions {
+    cyb_llm::transcribe::SpeechOptions {
+        backend: cyb_llm::backend::BackendChoice::Named("cpu".into()),
+        ..Default::default()
+    }
+}
+
 /// Lower-cased words without punctuation (the comparison rule of the issue).
 pub fn normalize(text: &str) -> String {
     text.to_lowercase()

@@ -12,10 +12,13 @@
 //!   (pairs, monotonic, the first token a timestamp <= 1.0 s, timestamps forced
 //!   when their total probability beats every text token);
 //! - greedy decoding (temperature 0), up to 224 tokens; temperature fallback
-//!   (0.2, 0.4, ...) when the compression ratio > 2.4 or the average log-prob
-//!   < -1.0, unless the window is silence (no-speech probability > 0.6);
+//!   (0.2, 0.4, ...; one sample per temperature) when the compression ratio > 2.4
+//!   or the average log-prob < -1.0, unless the window is silence (no-speech
+//!   probability > 0.6 with a log-prob below the threshold); when every
+//!   temperature fails, the most probable decoding wins (as faster-whisper);
 //! - a window with no-speech probability > 0.6 and average log-prob < -1.0 is
-//!   skipped; segments are cut at consecutive timestamp pairs, and `seek`
+//!   skipped, and so (an addition) is a window whose RMS level is below
+//!   [`TranscribeOptions::silence_rms`]; segments are cut at consecutive timestamp pairs, and `seek`
 //!   advances to the last complete timestamp (or the whole window).
 
 use super::{EncoderOutput, Whisper};
@@ -51,6 +54,10 @@ pub struct TranscribeOptions {
     pub no_speech_threshold: Option<f64>,
     /// Prompt each window with the previous windows' text.
     pub condition_on_previous_text: bool,
+    /// A window whose audio RMS is below this is skipped without decoding. This is
+    /// an addition to the reference rules, under which Whisper (and faster-whisper)
+    /// transcribe 30 s of digital silence as " you". `None` turns it off.
+    pub silence_rms: Option<f32>,
     /// Seed of the sampler used at temperatures above 0.
     pub seed: u64,
 }
@@ -66,6 +73,7 @@ impl Default for TranscribeOptions {
             logprob_threshold: Some(-1.0),
             no_speech_threshold: Some(0.6),
             condition_on_previous_text: true,
+            silence_rms: Some(1e-3),
             seed: 0,
         }
     }
@@ -342,7 +350,7 @@ impl Whisper {
         let text = self.text_of(&tokens);
         Ok(DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
-            compression_ratio: compression_ratio(&text),
+            compression_ratio: compression_ratio(text.trim()),
             tokens,
             no_speech_prob,
             temperature,
@@ -364,28 +372,40 @@ impl Whisper {
         } else {
             opts.temperatures.clone()
         };
-        let mut result = None;
+        let mut all = Vec::new();
+        let mut below_cr = Vec::new();
+        let mut last_t = temps[0];
         for &t in &temps {
+            last_t = t;
             let r = self.decode_window(enc, prompt, sot_index, opts.timestamps, t, rng, ctx)?;
-            let mut fallback = opts
+            let too_repetitive = opts
                 .compression_ratio_threshold
-                .is_some_and(|c| r.compression_ratio > c)
-                || opts.logprob_threshold.is_some_and(|l| r.avg_logprob < l);
-            if opts
+                .is_some_and(|c| r.compression_ratio > c);
+            let too_improbable = opts.logprob_threshold.is_some_and(|l| r.avg_logprob < l);
+            let silence = opts
                 .no_speech_threshold
                 .is_some_and(|n| r.no_speech_prob > n)
-            {
-                fallback = false;
+                && too_improbable;
+            if !(too_repetitive || too_improbable) || silence {
+                return Ok(r);
             }
-            result = Some(r);
-            if !fallback {
-                break;
+            if !too_repetitive {
+                below_cr.push(r.clone());
             }
+            all.push(r);
         }
-        result.ok_or_else(|| ExecutionError::InvalidConfig {
-            field: "temperatures".into(),
-            reason: "no decoding was run".into(),
-        })
+        // Every temperature failed: the most probable decoding (preferring those not
+        // too repetitive), reported with the last temperature.
+        let pool = if below_cr.is_empty() { all } else { below_cr };
+        let mut best = pool
+            .into_iter()
+            .max_by(|a, b| a.avg_logprob.total_cmp(&b.avg_logprob))
+            .ok_or_else(|| ExecutionError::InvalidConfig {
+                field: "temperatures".into(),
+                reason: "no decoding was run".into(),
+            })?;
+        best.temperature = last_t;
+        Ok(best)
     }
 
     /// Transcribes 16 kHz mono `samples` (any length) into segments.
@@ -443,6 +463,20 @@ impl Whisper {
             let time_offset = (seek * HOP) as f64 / crate::audio::SAMPLE_RATE as f64;
             let segment_size = n_frames.min(content - seek);
             let segment_duration = (segment_size * HOP) as f64 / crate::audio::SAMPLE_RATE as f64;
+            if let Some(floor) = opts.silence_rms {
+                let part = &samples[(seek * HOP).min(samples.len())
+                    ..((seek + segment_size) * HOP).min(samples.len())];
+                let ms = part
+                    .iter()
+                    .map(|&v| f64::from(v) * f64::from(v))
+                    .sum::<f64>()
+                    / part.len().max(1) as f64;
+                if ms.sqrt() < f64::from(floor) {
+                    seek += segment_size;
+                    progress(seek.min(content) as f64 / content.max(1) as f64);
+                    continue;
+                }
+            }
             let enc = self.encode(&window(seek), &mut ctx)?;
             if c.multilingual && language.is_none() {
                 let lang = self.detect_language(&enc, &mut ctx)?;
