@@ -12,9 +12,12 @@ use std::io::Write;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
+/// Runs the binary with `--backend cpu` appended (these
+/// tests are about the CLI; `auto` may pick a slow software GPU adapter).
 fn cyb(args: &[&str], stdin: Option<&[u8]>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
         .args(args)
+        .args(["--backend", "cpu"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -265,3 +265,76 @@ impl BertConfig {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(model_type: &str, extra: &str) -> Config {
+        let text = format!(
+            "model_type = \"{model_type}\"\n[architecture]\nhidden_size = 8\nnum_attention_heads = 2\n\
+             num_hidden_layers = 1\nintermediate_size = 16\nvocab_size = 10\n\
+             max_position_embeddings = 20\n{extra}"
+        );
+        toml::from_str(&text).unwrap()
+    }
+
+    #[test]
+    fn bert_defaults() {
+        let c = BertConfig::from_config(&config("bert", "")).unwrap();
+        assert_eq!(
+            (c.variant, c.position_offset, c.max_tokens),
+            (Variant::Bert, 0, 20)
+        );
+        assert_eq!(
+            (c.pooling, c.normalize, c.pad_id),
+            (Pooling::Mean, false, 0)
+        );
+        assert_eq!((c.head_dim, c.eps, c.act), (4, 1e-12, Activation::Gelu));
+        assert_eq!(c.problem_type, ProblemType::SingleLabel);
+    }
+
+    #[test]
+    fn roberta_positions_start_after_padding_idx() {
+        let c = BertConfig::from_config(&config("xlm-roberta", "")).unwrap();
+        assert_eq!((c.pad_id, c.position_offset, c.max_tokens), (1, 2, 18));
+        let c = BertConfig::from_config(&config("roberta", "pad_token_id = 3\n")).unwrap();
+        assert_eq!((c.position_offset, c.max_tokens), (4, 16));
+        let e = BertConfig::from_config(&config("roberta", "pad_token_id = 19\n")).unwrap_err();
+        assert!(e.to_string().contains("pad_token_id"), "{e}");
+    }
+
+    #[test]
+    fn sentence_transformers_keys() {
+        let extra = "max_seq_length = 12\npooling = \"cls\"\nnormalize = true\n\
+                     labels = [\"no\", \"yes\"]\nproblem_type = \"multi_label_classification\"\n";
+        let c = BertConfig::from_config(&config("bert", extra)).unwrap();
+        assert_eq!(
+            (c.max_tokens, c.pooling, c.normalize),
+            (12, Pooling::Cls, true)
+        );
+        assert_eq!(c.labels, ["no", "yes"]);
+        assert_eq!(c.problem_type, ProblemType::MultiLabel);
+        let c = BertConfig::from_config(&config("bert", "max_seq_length = 512\n")).unwrap();
+        assert_eq!(c.max_tokens, 20, "never past the position table");
+    }
+
+    #[test]
+    fn bad_keys_name_the_field() {
+        for (extra, field) in [
+            ("pooling = \"sum\"\n", "architecture.pooling"),
+            ("normalize = 1\n", "architecture.normalize"),
+            ("hidden_act = \"swish\"\n", "architecture.hidden_act"),
+            ("labels = [1, 2]\n", "architecture.labels"),
+            ("max_seq_length = 0\n", "architecture.max_seq_length"),
+            ("problem_type = \"ranking\"\n", "architecture.problem_type"),
+        ] {
+            match BertConfig::from_config(&config("bert", extra)) {
+                Err(ExecutionError::InvalidConfig { field: f, .. }) => assert_eq!(f, field),
+                other => panic!("{extra}: {other:?}"),
+            }
+        }
+        let e = BertConfig::from_config(&config("llama", "")).unwrap_err();
+        assert!(e.to_string().contains("not a BertStyle model type"), "{e}");
+    }
+}
