@@ -197,6 +197,20 @@ fn explicit_backends_that_cannot_start_are_errors_and_auto_moves_on() {
     );
 }
 
+/// Weights of the small layer of [`forward`], in several encodings.
+fn layer_weights(r: &mut rand_chacha::ChaCha8Rng) -> Vec<Tensor> {
+    vec![
+        rand_tensor(r, &[64]),
+        rand_weight(r, &[64, 64], DType::Q8_0),
+        rand_weight(r, &[32, 64], DType::Q8_0),
+        rand_weight(r, &[32, 64], DType::F16),
+        rand_weight(r, &[64, 64], DType::Q4_0),
+        rand_weight(r, &[96, 64], DType::Q8_0),
+        rand_weight(r, &[96, 64], DType::Q8_0),
+        rand_weight(r, &[100, 96], DType::F32),
+    ]
+}
+
 /// A small decoder-layer-like sequence of ops, as a family would run it.
 fn forward(
     d: &Dispatcher,
@@ -204,10 +218,10 @@ fn forward(
     w: &[Tensor],
     kv: &(Tensor, Tensor),
     pos: usize,
+    x: &Tensor,
 ) -> Tensor {
-    let mut r = rng("forward-input");
     ctx.begin_forward();
-    let x = rand_tensor(&mut r, &[1, 64]);
+    let x = x.clone();
     let h = d
         .run1(
             &Op::RmsNorm {
@@ -273,16 +287,7 @@ fn frame_allocator_pool_stops_growing_after_the_second_forward() {
         &BackendConfig { threads: 2 },
     )
     .unwrap();
-    let w = vec![
-        rand_tensor(&mut r, &[64]),
-        rand_weight(&mut r, &[64, 64], DType::Q8_0),
-        rand_weight(&mut r, &[32, 64], DType::Q8_0),
-        rand_weight(&mut r, &[32, 64], DType::F16),
-        rand_weight(&mut r, &[64, 64], DType::Q4_0),
-        rand_weight(&mut r, &[96, 64], DType::Q8_0),
-        rand_weight(&mut r, &[96, 64], DType::Q8_0),
-        rand_weight(&mut r, &[100, 96], DType::F32),
-    ];
+    let w = layer_weights(&mut r);
     let kv = (
         Tensor::state_zeros(&[8, 2, 16]),
         Tensor::state_zeros(&[8, 2, 16]),
@@ -292,7 +297,8 @@ fn frame_allocator_pool_stops_growing_after_the_second_forward() {
     let mut held = None;
     for pos in 0..5 {
         // The caller keeps the previous output alive into the next forward, as a sampler does.
-        held = Some(forward(&d, &mut ctx, &w, &kv, pos));
+        let x = rand_tensor(&mut r, &[1, 64]);
+        held = Some(forward(&d, &mut ctx, &w, &kv, pos, &x));
         sizes.push(ctx.alloc.pool_bytes());
     }
     assert!(held.is_some());
@@ -314,4 +320,37 @@ fn core_types_are_thread_safe() {
     send_sync::<Dispatcher>();
     send_sync::<cyb_llm::backend::cpu::CpuBackend>();
     send::<ExecContext>();
+}
+
+#[test]
+fn install_runs_ops_on_the_worker_pool_with_identical_results() {
+    let mut r = rng("install");
+    let d = Dispatcher::new(
+        BackendChoice::parse("cpu").unwrap(),
+        &BackendConfig { threads: 2 },
+    )
+    .unwrap();
+    assert!(
+        d.install(|| rayon::current_thread_index().is_some() && rayon::current_num_threads() == 2)
+    );
+    let w = layer_weights(&mut r);
+    let inputs: Vec<Tensor> = (0..3).map(|_| rand_tensor(&mut r, &[1, 64])).collect();
+    let run_all = |ctx: &mut ExecContext| -> Vec<Vec<f32>> {
+        let kv = (
+            Tensor::state_zeros(&[8, 2, 16]),
+            Tensor::state_zeros(&[8, 2, 16]),
+        );
+        (0..3)
+            .map(|pos| {
+                forward(&d, ctx, &w, &kv, pos, &inputs[pos])
+                    .as_f32()
+                    .unwrap()
+                    .to_vec()
+            })
+            .collect()
+    };
+    let outside = run_all(&mut ExecContext::new(2));
+    let mut ctx = ExecContext::new(2);
+    let inside = d.install(|| run_all(&mut ctx));
+    assert_eq!(outside, inside);
 }

@@ -10,11 +10,12 @@ pub mod simd;
 use super::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 
-/// The `cpu` backend with its own rayon thread pool.
+/// The `cpu` backend, running on the shared worker pool of its thread count.
 pub struct CpuBackend {
-    pool: rayon::ThreadPool,
+    pool: Arc<rayon::ThreadPool>,
     threads: usize,
 }
 
@@ -22,21 +23,42 @@ impl CpuBackend {
     /// A backend running on `threads` worker threads.
     pub fn new(threads: usize) -> Result<CpuBackend, ExecutionError> {
         let threads = threads.max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("cyb-cpu-{i}"))
-            .build()
-            .map_err(|e| ExecutionError::BackendInit {
-                backend: "cpu".into(),
-                reason: format!("cannot start {threads} threads: {e}"),
-            })?;
-        Ok(CpuBackend { pool, threads })
+        Ok(CpuBackend {
+            pool: worker_pool(threads)?,
+            threads,
+        })
     }
 
     /// Worker threads.
     pub fn threads(&self) -> usize {
         self.threads
     }
+}
+
+/// The process-wide rayon pool of `threads` workers, made on first use and
+/// shared by every cpu backend of that size and by
+/// [`Dispatcher::install`](crate::backend::Dispatcher::install).
+pub fn worker_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, ExecutionError> {
+    static POOLS: OnceLock<Mutex<HashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let threads = threads.max(1);
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(p) = pools.get(&threads) {
+        return Ok(p.clone());
+    }
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(|i| format!("cyb-cpu-{i}"))
+        .build()
+        .map_err(|e| ExecutionError::BackendInit {
+            backend: "cpu".into(),
+            reason: format!("cannot start {threads} threads: {e}"),
+        })?;
+    let pool = Arc::new(pool);
+    pools.insert(threads, pool.clone());
+    Ok(pool)
 }
 
 /// Starts the cpu backend with `config.threads` threads.
