@@ -9,6 +9,7 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// Arguments of `cyb-llm classify`.
 #[derive(clap::Args, Debug)]
 pub struct ClassifyArgs {
     #[command(flatten)]
@@ -38,6 +39,7 @@ fn record(text: &str, labels: &[(String, f32)], c: &Classification) -> serde_jso
     json!({"text": text, "labels": labels, "logits": c.logits})
 }
 
+/// Runs `cyb-llm classify`.
 pub fn run(a: ClassifyArgs) -> CmdResult {
     let (mut enc, load_ms) = a.input.encoder()?;
     let texts = a.input.texts()?;

@@ -159,6 +159,7 @@ pub fn written(r: std::io::Result<()>) -> Result<bool, Box<dyn std::error::Error
     }
 }
 
+/// Arguments of `cyb-llm embed`.
 #[derive(clap::Args, Debug)]
 pub struct EmbedArgs {
     #[command(flatten)]
@@ -174,6 +175,7 @@ pub struct EmbedArgs {
     no_normalize: bool,
 }
 
+/// Runs `cyb-llm embed`.
 pub fn run(a: EmbedArgs) -> CmdResult {
     let (mut enc, load_ms) = a.input.encoder()?;
     let texts = a.input.texts()?;
