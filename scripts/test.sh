@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/fetch-models.sh
-cargo test --release --all-targets "$@"
+cargo test --release --all-targets --no-fail-fast "$@"

@@ -305,7 +305,11 @@ mod tests {
         assert_eq!(slow.tokens.len(), 4);
         let multi_line = text.replace("[tokens]\n", "[tokens]\n# comment\n\"4\" = '''x'''\n");
         assert!(parse_fast(&multi_line).is_none());
-        let err = parse(Path::new("x"), &multi_line, 1).unwrap_err();
+        let read = parse(Path::new("x"), &multi_line, 1).unwrap();
+        assert_eq!(read.tokens.len(), 5);
+        assert_eq!(read.tokens[4], "x");
+        let non_canonical = text.replace("[tokens]\n", "[tokens]\n\"04\" = 'x'\n");
+        let err = parse(Path::new("x"), &non_canonical, 1).unwrap_err();
         assert!(matches!(err, LoadError::Vocab { .. }), "{err}");
     }
 
