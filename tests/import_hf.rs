@@ -493,6 +493,7 @@ fn imported_models_match_transformers_logits() {
             backend: BackendChoice::Named("cpu".into()),
             threads: 2,
             ctx_size: 64,
+            ..LoadOptions::default()
         };
         let tm = TextModel::load(&out, &opts).unwrap();
         let bytes = std::fs::read(fixtures().join(name).join("logits.safetensors")).unwrap();

@@ -128,6 +128,12 @@ pub struct GenArgs {
     /// Print per-op backend decisions (counts and fallbacks) to stderr.
     #[arg(long)]
     pub dispatch: bool,
+    /// Graph path: skip the fusion pass.
+    #[arg(long)]
+    pub no_fuse: bool,
+    /// Graph path: print the execution-trace hash (bit-exact across machines on `--backend nox`).
+    #[arg(long)]
+    pub trace: bool,
     /// Machine-readable output (timings always included).
     #[arg(long)]
     pub json: bool,
@@ -136,12 +142,16 @@ pub struct GenArgs {
 impl GenArgs {
     /// Loads the model as the flags say.
     pub fn load(&self) -> Result<Arc<TextModel>, Box<dyn std::error::Error>> {
-        if self.path == PathChoice::Graph {
-            return Err("--path graph: text generation runs on the curated LlamaStyle path only; use --path curated (or auto)".into());
-        }
         let mut opts = LoadOptions {
             backend: BackendChoice::parse(&self.backend)?,
             ctx_size: self.ctx_size as usize,
+            path: match self.path {
+                PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
+                PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
+                PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
+            },
+            fuse: !self.no_fuse,
+            trace: self.trace,
             ..LoadOptions::default()
         };
         if let Some(t) = self.threads {
@@ -327,6 +337,12 @@ pub fn run(a: RunArgs) -> CmdResult {
     }
     if g.dispatch {
         print_dispatch(generator.dispatch_log());
+    }
+    if g.trace {
+        match generator.trace() {
+            Some((hash, nodes)) => eprintln!("trace: {hash} ({nodes} nodes)"),
+            None => eprintln!("trace: none (the trace is kept on the graph path only)"),
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

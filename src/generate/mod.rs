@@ -25,7 +25,9 @@ pub use chat::{ChatTemplate, Message, Preset};
 pub use sampling::{Draws, Sampling};
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, Tensor};
-use crate::curated::llama::{KvCache, Llama, LogitRows};
+use crate::curated::llama::LogitRows;
+use crate::graph::text::{EngineOptions, TextCache, TextEngine};
+pub use crate::graph::PathChoice;
 use crate::error::{ExecutionError, LoadError};
 use crate::loader::{ExecPath, Family, Model};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
@@ -54,6 +56,12 @@ pub struct LoadOptions {
     pub threads: usize,
     /// `-c/--ctx-size`: tokens per conversation (capped by `max_position_embeddings`).
     pub ctx_size: usize,
+    /// `--path`: curated family code or the graph executor.
+    pub path: PathChoice,
+    /// Graph path: run the fusion pass (`--no-fuse` clears it).
+    pub fuse: bool,
+    /// Graph path: keep the execution-trace hash (`--trace`).
+    pub trace: bool,
 }
 
 impl Default for LoadOptions {
@@ -63,6 +71,9 @@ impl Default for LoadOptions {
             backend: BackendChoice::Auto,
             threads: BackendConfig::default().threads,
             ctx_size: 4096,
+            path: PathChoice::Auto,
+            fuse: true,
+            trace: false,
         }
     }
 }
@@ -71,7 +82,7 @@ impl Default for LoadOptions {
 /// stop rules, backends. Share it with `Arc`; every [`Generator`] has its own KV cache.
 pub struct TextModel {
     model: Arc<Model>,
-    llama: Llama,
+    llama: TextEngine,
     dispatcher: Dispatcher,
     tokenizer: Tokenizer,
     chat: ChatTemplate,
@@ -102,7 +113,8 @@ impl TextModel {
     /// decoder is `InvalidConfig` naming its type and the command to use.
     pub fn from_model(model: Arc<Model>, opts: &LoadOptions) -> Result<TextModel, ExecutionError> {
         let start = Instant::now();
-        if model.family != Some(Family::LlamaStyle) {
+        let graph_only = model.family.is_none() && model.graph.is_some();
+        if model.family != Some(Family::LlamaStyle) && !graph_only {
             return Err(ExecutionError::InvalidConfig {
                 field: "model_type".into(),
                 reason: format!(
@@ -151,7 +163,17 @@ impl TextModel {
             .as_ref()
             .map(|c| c.stop.clone())
             .unwrap_or_default();
-        let llama = Llama::new(model.clone(), opts.ctx_size)?;
+        let llama = TextEngine::new(
+            model.clone(),
+            &EngineOptions {
+                path: opts.path,
+                backend: opts.backend.clone(),
+                threads: opts.threads.max(1),
+                ctx_size: opts.ctx_size,
+                fuse: opts.fuse,
+                trace: opts.trace,
+            },
+        )?;
         Ok(TextModel {
             model,
             llama,
@@ -351,7 +373,7 @@ pub struct Piece {
 }
 
 struct State {
-    cache: KvCache,
+    cache: TextCache,
     ctx: ExecContext,
     /// Tokens whose keys and values are in the cache, in order.
     history: Vec<u32>,
@@ -447,6 +469,11 @@ impl Generator {
         &self.state.timings
     }
 
+    /// The execution-trace hash (hex) and node count, on the graph path with `trace` on.
+    pub fn trace(&self) -> Option<(String, usize)> {
+        self.state.cache.trace()
+    }
+
     /// Dispatch decisions so far (per-backend op counts, fallbacks).
     pub fn dispatch_log(&self) -> &crate::backend::DispatchLog {
         &self.state.ctx.log
@@ -476,7 +503,7 @@ impl Generator {
         let m = self.model.clone();
         let logits = self.state.forward(&m, ids, LogitRows::All)?;
         let values = m.dispatcher.primary().try_download_f32(&logits)?;
-        let vocab = m.llama.config.vocab;
+        let vocab = m.llama.vocab();
         self.state.logits = Some(Tensor::from_f32(
             &[1, vocab],
             values[values.len() - vocab..].to_vec(),
@@ -634,7 +661,7 @@ impl Generation<'_> {
         u32::try_from(id).map_err(|_| ExecutionError::IndexOutOfRange {
             op: "Sample".into(),
             index: id.into(),
-            len: m.llama.config.vocab,
+            len: m.llama.vocab(),
         })
     }
 
