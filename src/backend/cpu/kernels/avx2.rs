@@ -25,8 +25,11 @@ macro_rules! wrapper {
 
 macro_rules! wrapper4 {
     ($(#[$doc:meta])* $name:ident, $imp:ident) => {
+        wrapper4!($(#[$doc])* $name, $imp, f32);
+    };
+    ($(#[$doc:meta])* $name:ident, $imp:ident, $act:ty) => {
         $(#[$doc])*
-        pub(super) fn $name(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
+        pub(super) fn $name(w: &[u8], x: [&[$act]; 4]) -> [f32; 4] {
             debug_assert!(super::avx2_detected());
             // SAFETY: as for `wrapper!`.
             unsafe { $imp(w, x) }
@@ -37,6 +40,8 @@ macro_rules! wrapper4 {
 wrapper4!(/** f32 weights, four activation rows. */ f32_rows4, f32_rows4_imp);
 wrapper4!(/** f16 weights, four activation rows. */ f16_rows4, f16_rows4_imp);
 wrapper4!(/** bf16 weights, four activation rows. */ bf16_rows4, bf16_rows4_imp);
+wrapper4!(/** q4_1 weights, four activation rows. */ q4_1_rows4, q4_1_rows4_imp, Q8Block);
+wrapper4!(/** q4_k weights, four activation rows. */ q4_k_rows4, q4_k_rows4_imp, Q8KBlock);
 wrapper!(/** f32 weights. */ f32_row, f32_imp, f32);
 wrapper!(/** f16 weights. */ f16_row, f16_imp, f32);
 wrapper!(/** bf16 weights. */ bf16_row, bf16_imp, f32);
@@ -398,6 +403,39 @@ unsafe fn q4_1_imp(w: &[u8], a: &[Q8Block]) -> f32 {
     dots + offsets32(w, a, 20)
 }
 
+/// q4_1 against four activation rows: each block's nibbles and scales are decoded once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    let nb = a
+        .iter()
+        .map(|r| r.len())
+        .min()
+        .unwrap_or(0)
+        .min(w.len() / 20);
+    let table = f16_table();
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut off = [0.0f32; 4];
+    for i in 0..nb {
+        let p = w.as_ptr().add(i * 20);
+        prefetch(p.wrapping_add(PREFETCH_AHEAD));
+        let nib = nibbles32(p.add(4));
+        let d = *table.add((p as *const u16).read_unaligned() as usize);
+        let m = *table.add((p.add(2) as *const u16).read_unaligned() as usize);
+        for r in 0..4 {
+            let q = &a[r][i];
+            let s = dot_u8(nib, load(q.qs.as_ptr() as *const u8));
+            let dd = _mm256_set1_ps(d * q.d);
+            acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc[r]);
+            off[r] += m * q.d * q.sum as f32;
+        }
+    }
+    let mut out = [0.0f32; 4];
+    for r in 0..4 {
+        out[r] = hsum(acc[r]) + off[r];
+    }
+    out
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q5_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
     // sum (q - 16) a: the 8 lanes each take off 2 sum a.
@@ -617,6 +655,58 @@ unsafe fn q4_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum(acc) - hsum(acc_m)
+}
+
+/// q4_k against four activation rows: each block's codes and scales are decoded once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+    let nb = a
+        .iter()
+        .map(|r| r.len())
+        .min()
+        .unwrap_or(0)
+        .min(w.len() / 144);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let mut acc_m = [_mm256_setzero_ps(); 4];
+    let m4 = _mm256_set1_epi8(15);
+    for i in 0..nb {
+        let p = w.as_ptr().add(i * 144);
+        prefetch_block(p, PREFETCH_AHEAD, 144);
+        let (sc, mn) = k4_scales(p.add(4));
+        let (dw, dminw) = (f16_at(p), f16_at(p.add(2)));
+        let mut codes = [_mm256_setzero_si256(); 8];
+        let mut scales = [_mm256_setzero_si256(); 8];
+        for c in 0..4 {
+            let v = load(p.add(16 + 32 * c));
+            codes[2 * c] = _mm256_and_si256(v, m4);
+            codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+            scales[2 * c] = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c]));
+            scales[2 * c + 1] = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c + 1]));
+        }
+        for r in 0..4 {
+            let q = &a[r][i];
+            let msum = _mm256_mullo_epi32(mn, load(q.bsums32.as_ptr() as *const u8));
+            acc_m[r] = _mm256_fmadd_ps(
+                _mm256_set1_ps(dminw * q.d),
+                _mm256_cvtepi32_ps(msum),
+                acc_m[r],
+            );
+            let qa = q.qs.as_ptr() as *const u8;
+            let mut sumi = _mm256_setzero_si256();
+            for j in 0..8 {
+                sumi = _mm256_add_epi32(
+                    sumi,
+                    dot_u8_scaled(codes[j], load(qa.add(32 * j)), scales[j]),
+                );
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * q.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    let mut out = [0.0f32; 4];
+    for r in 0..4 {
+        out[r] = hsum(acc[r]) - hsum(acc_m[r]);
+    }
+    out
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]

@@ -202,6 +202,13 @@ fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
 }
 
 fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
+    #[cfg(target_arch = "x86_64")]
+    if (path, dtype) == (KernelPath::Avx2, DType::Q4_1) {
+        return Kernel {
+            one: avx2::q4_1,
+            four: Some(avx2::q4_1_rows4),
+        };
+    }
     Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q8_0) => avx2::q8_0,
@@ -222,6 +229,13 @@ fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
 }
 
 fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
+    #[cfg(target_arch = "x86_64")]
+    if (path, dtype) == (KernelPath::Avx2, DType::Q4K) {
+        return Kernel {
+            one: avx2::q4_k,
+            four: Some(avx2::q4_k_rows4),
+        };
+    }
     Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q2K) => avx2::q2_k,
