@@ -184,15 +184,17 @@ impl Runner for GraphRunner {
     }
 }
 
-/// Loads `model` for `backend` and `path`: the runner, the name of the
-/// backend that runs it, and the load time in milliseconds.
+/// A loaded runner, the name of the backend that runs it, and the load time in ms.
+type Loaded = (Box<dyn Runner>, String, f64);
+
+/// Loads `model` for `backend` and `path`.
 fn load_runner(
     file: &Path,
     backend: &str,
     path: BenchPath,
     threads: usize,
     ctx: usize,
-) -> Result<(Box<dyn Runner>, String, f64), Box<dyn std::error::Error>> {
+) -> Result<Loaded, Box<dyn std::error::Error>> {
     let start = Instant::now();
     let model = Arc::new(crate::loader::load(file)?);
     let choice = BackendChoice::parse(backend)?;

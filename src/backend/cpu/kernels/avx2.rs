@@ -404,6 +404,8 @@ unsafe fn q4_1_imp(w: &[u8], a: &[Q8Block]) -> f32 {
 }
 
 /// q4_1 against four activation rows: each block's nibbles and scales are decoded once.
+// Block `i` of all four activation rows is read in step with weight block `i`.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_1_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
     let nb = a
@@ -658,6 +660,8 @@ unsafe fn q4_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
 }
 
 /// q4_k against four activation rows: each block's codes and scales are decoded once.
+// Block `i` of all four activation rows is read in step with weight block `i`.
+#[allow(clippy::needless_range_loop)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
     let nb = a
