@@ -196,7 +196,21 @@ impl<'a> ModelWriter<'a> {
             w.flush().map_err(io)?;
         }
         super::load(tmp.path())?;
+        set_readable(tmp.as_file()).map_err(io)?;
         tmp.persist(out).map_err(|e| io(e.error))?;
         Ok(())
     }
+}
+
+/// Temporary files are created owner-only; a model file is readable by everyone (0644).
+#[cfg(unix)]
+fn set_readable(file: &std::fs::File) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o644))
+}
+
+/// Temporary files keep the platform's default permissions elsewhere.
+#[cfg(not(unix))]
+fn set_readable(_file: &std::fs::File) -> std::io::Result<()> {
+    Ok(())
 }
