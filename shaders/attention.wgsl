@@ -24,7 +24,10 @@ fn reduce(t: u32, v: f32, is_max: bool) -> f32 {
         }
         workgroupBarrier();
     }
-    return workgroupUniformLoad(&red[0]);
+    let total = workgroupUniformLoad(&red[0]);
+    // No thread may overwrite red[] (next reduce) before every thread has read it.
+    workgroupBarrier();
+    return total;
 }
 
 @compute @workgroup_size(64)

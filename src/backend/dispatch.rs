@@ -257,7 +257,13 @@ impl Dispatcher {
             BackendChoice::Auto => {
                 let mut found = None;
                 for e in BACKENDS.iter().filter(|e| e.auto) {
-                    match (e.init)(config) {
+                    // `auto` takes wgpu only on a hardware adapter (backends.md).
+                    let init = if e.name == "wgpu" {
+                        wgpu::init_auto
+                    } else {
+                        e.init
+                    };
+                    match init(config) {
                         Ok(b) => {
                             found = Some((b, e));
                             break;

@@ -169,6 +169,20 @@ pub fn init(_config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError>
     Ok(Arc::new(WgpuBackend::new()?))
 }
 
+/// [`init`] for `--backend auto`: a software adapter (lavapipe, WARP) is
+/// `BackendInit`, since the CPU backend is faster than a GPU emulated on it.
+pub fn init_auto(_config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError> {
+    let b = WgpuBackend::new()?;
+    if b.gpu.info.device_type == wgpu::DeviceType::Cpu {
+        return Err(init_error(format!(
+            "only a software adapter ({}) found; `auto` uses the cpu backend \
+             (pass --backend wgpu to use it anyway)",
+            b.gpu.info.name
+        )));
+    }
+    Ok(Arc::new(b))
+}
+
 /// Encodings the matmul and embedding kernels decode.
 pub fn kernel_dtype(dtype: DType) -> bool {
     gpu::deq_name(dtype).is_some()
