@@ -118,3 +118,118 @@ fn deq_q6_k(rb: u32, k: u32) -> f32 {
     let sc = i8at(b + 192u + 8u * half + l / 16u + 2u * quarter);
     return f16at(b + 208u) * sc * q;
 }
+
+// Sub-block form for the matmul: the row's values in 32-value sub-blocks sb,
+// value i = sm.x * q(i) + sm.y, so a dot product needs one scale pair per sub-block.
+
+fn sm_f32(rb: u32, sb: u32) -> vec2<f32> {
+    return vec2<f32>(1.0, 0.0);
+}
+
+fn q_f32(rb: u32, sb: u32, i: u32) -> f32 {
+    return deq_f32(rb, sb * 32u + i);
+}
+
+fn sm_f16(rb: u32, sb: u32) -> vec2<f32> {
+    return vec2<f32>(1.0, 0.0);
+}
+
+fn q_f16(rb: u32, sb: u32, i: u32) -> f32 {
+    return deq_f16(rb, sb * 32u + i);
+}
+
+fn sm_bf16(rb: u32, sb: u32) -> vec2<f32> {
+    return vec2<f32>(1.0, 0.0);
+}
+
+fn q_bf16(rb: u32, sb: u32, i: u32) -> f32 {
+    return deq_bf16(rb, sb * 32u + i);
+}
+
+fn sm_q8_0(rb: u32, sb: u32) -> vec2<f32> {
+    return vec2<f32>(f16at(rb + sb * 34u), 0.0);
+}
+
+fn q_q8_0(rb: u32, sb: u32, i: u32) -> f32 {
+    return i8at(rb + sb * 34u + 2u + i);
+}
+
+fn sm_q4_0(rb: u32, sb: u32) -> vec2<f32> {
+    let d = f16at(rb + sb * 18u);
+    return vec2<f32>(d, -8.0 * d);
+}
+
+fn q_q4_0(rb: u32, sb: u32, i: u32) -> f32 {
+    return f32(nibble(b8(rb + sb * 18u + 2u + i % 16u), i >= 16u));
+}
+
+fn sm_q4_1(rb: u32, sb: u32) -> vec2<f32> {
+    let b = rb + sb * 20u;
+    return vec2<f32>(f16at(b), f16at(b + 2u));
+}
+
+fn q_q4_1(rb: u32, sb: u32, i: u32) -> f32 {
+    return f32(nibble(b8(rb + sb * 20u + 4u + i % 16u), i >= 16u));
+}
+
+fn sm_q5_0(rb: u32, sb: u32) -> vec2<f32> {
+    let d = f16at(rb + sb * 22u);
+    return vec2<f32>(d, -16.0 * d);
+}
+
+fn q_q5_0(rb: u32, sb: u32, i: u32) -> f32 {
+    let b = rb + sb * 22u;
+    let hi = (b8(b + 2u + i / 8u) >> (i % 8u)) & 1u;
+    return f32(nibble(b8(b + 6u + i % 16u), i >= 16u) | (hi << 4u));
+}
+
+fn sm_q5_1(rb: u32, sb: u32) -> vec2<f32> {
+    let b = rb + sb * 24u;
+    return vec2<f32>(f16at(b), f16at(b + 2u));
+}
+
+fn q_q5_1(rb: u32, sb: u32, i: u32) -> f32 {
+    let b = rb + sb * 24u;
+    let hi = (b8(b + 4u + i / 8u) >> (i % 8u)) & 1u;
+    return f32(nibble(b8(b + 8u + i % 16u), i >= 16u) | (hi << 4u));
+}
+
+fn sm_q4_k(rb: u32, sb: u32) -> vec2<f32> {
+    let b = rb + (sb / 8u) * 144u;
+    let sm = scale_min_k4(b + 4u, sb % 8u);
+    return vec2<f32>(f16at(b) * sm.x, -f16at(b + 2u) * sm.y);
+}
+
+fn q_q4_k(rb: u32, sb: u32, i: u32) -> f32 {
+    let b = rb + (sb / 8u) * 144u;
+    let sub = sb % 8u;
+    return f32(nibble(b8(b + 16u + 32u * (sub / 2u) + i), (sub & 1u) == 1u));
+}
+
+fn sm_q5_k(rb: u32, sb: u32) -> vec2<f32> {
+    let b = rb + (sb / 8u) * 176u;
+    let sm = scale_min_k4(b + 4u, sb % 8u);
+    return vec2<f32>(f16at(b) * sm.x, -f16at(b + 2u) * sm.y);
+}
+
+fn q_q5_k(rb: u32, sb: u32, i: u32) -> f32 {
+    let b = rb + (sb / 8u) * 176u;
+    let sub = sb % 8u;
+    let hi = (b8(b + 16u + i) >> sub) & 1u;
+    return f32(nibble(b8(b + 48u + 32u * (sub / 2u) + i), (sub & 1u) == 1u) + 16u * hi);
+}
+
+fn sm_q6_k(rb: u32, sb: u32) -> vec2<f32> {
+    return vec2<f32>(f16at(rb + (sb / 8u) * 210u + 208u), 0.0);
+}
+
+fn q_q6_k(rb: u32, sb: u32, i: u32) -> f32 {
+    let b = rb + (sb / 8u) * 210u;
+    let sub = sb % 8u;
+    let half = sub / 4u;
+    let quarter = sub % 4u;
+    let lo = nibble(b8(b + 64u * half + i + (quarter & 1u) * 32u), quarter >= 2u);
+    let hi = (b8(b + 128u + 32u * half + i) >> (2u * quarter)) & 3u;
+    let sc = i8at(b + 192u + 8u * half + i / 16u + 2u * quarter);
+    return sc * (f32(lo | (hi << 4u)) - 32.0);
+}

@@ -1,6 +1,6 @@
 // y[m, n_off + n] = sum_k x[m, k] * W[n, k] for one row chunk of W, any encoding.
 // One workgroup per (output column n, tile of TM input rows); weights are
-// decoded once per tile. a = (M, N in chunk, K, row bytes), b = (n_off, y row stride).
+// decoded once per tile, 32-value sub-blocks with one scale pair each. a = (M, N in chunk, K, row bytes), b = (n_off, y row stride).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -21,10 +21,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if n < n_rows {
         let rb = n * p.a.w;
         let tm = min(TM, m_rows - m0);
-        for (var k = t; k < kk; k += WG) {
-            let wv = deq(rb, k);
+        let nsb = (kk + 31u) / 32u;
+        for (var sb = t; sb < nsb; sb += WG) {
+            let sm = blk_sm(rb, sb);
+            let lim = min(32u, kk - sb * 32u);
+            var dq: array<f32, 8>;
+            var sx: array<f32, 8>;
+            for (var i = 0u; i < lim; i++) {
+                let q = blk_q(rb, sb, i);
+                for (var r = 0u; r < tm; r++) {
+                    let xv = x[(m0 + r) * kk + sb * 32u + i];
+                    dq[r] += q * xv;
+                    sx[r] += xv;
+                }
+            }
             for (var r = 0u; r < tm; r++) {
-                acc[r] += wv * x[(m0 + r) * kk + k];
+                acc[r] += sm.x * dq[r] + sm.y * sx[r];
             }
         }
     }

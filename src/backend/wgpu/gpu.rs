@@ -215,7 +215,9 @@ impl Gpu {
         if !dtype.is_empty() {
             src.push_str(DEQUANT);
             src.push_str(&format!(
-                "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n"
+                "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
+                 fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
+                 fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n"
             ));
         }
         src.push_str(body);
