@@ -5,7 +5,9 @@
 
 use cyb_llm::backend::cpu::reference;
 use cyb_llm::backend::nox::{self, math};
-use cyb_llm::backend::{BackendConfig, ExecContext, Mask, Op, RopeStyle, SharedBytes, Tensor};
+use cyb_llm::backend::{
+    BackendConfig, ExecContext, Mask, Op, RopeStyle, SampleParams, SharedBytes, Tensor,
+};
 use cyb_llm::DType;
 use rand::{Rng, SeedableRng};
 
@@ -191,6 +193,20 @@ fn every_nox_op_matches_the_reference_library() {
                 },
                 vec![q.clone()],
             ));
+        }
+        for temperature in [0.0, 0.7, 1.3] {
+            let logits = t(&[2, 97], rand_vec(&mut rng, 2 * 97));
+            let history = Tensor::from_i32(&[5], vec![3, 9, 3, 40, 96]).unwrap();
+            let params = SampleParams {
+                temperature,
+                top_k: 40,
+                top_p: 0.9,
+                min_p: 0.05,
+                repeat_penalty: 1.3,
+                repeat_last_n: 4,
+                u: rng.gen_range(0.0..1.0),
+            };
+            cases.push((Op::Sample(params), vec![logits, history]));
         }
         for (op, inputs) in cases {
             assert!(nox.supports(

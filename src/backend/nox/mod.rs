@@ -79,6 +79,10 @@ pub fn sum(a: &[f32]) -> f32 {
     tree(&lanes)
 }
 
+fn shape_last(s: &[usize]) -> usize {
+    s.last().copied().unwrap_or(1)
+}
+
 fn tree(l: &[f32; 8]) -> f32 {
     ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
 }
@@ -153,7 +157,81 @@ fn implemented(op: &Op) -> bool {
             | Op::KvAppend { .. }
             | Op::Embed
             | Op::Argmax
+            | Op::Sample(_)
     )
+}
+
+/// `Sample` (ops.md) with this backend's exp: repetition penalty, greedy
+/// argmax at temperature 0 (ties to the lowest id), else top-k, top-p,
+/// min-p over probabilities summed in one fixed order, and the caller's draw.
+fn sample(logits: &[f32], history: &[i32], p: &super::SampleParams) -> i32 {
+    let mut l = logits.to_vec();
+    if p.repeat_penalty != 1.0 {
+        let start = history.len().saturating_sub(p.repeat_last_n);
+        let mut seen = std::collections::BTreeSet::new();
+        for &id in &history[start..] {
+            if id >= 0 && (id as usize) < l.len() && seen.insert(id) {
+                let v = &mut l[id as usize];
+                *v = if *v > 0.0 {
+                    *v / p.repeat_penalty
+                } else {
+                    *v * p.repeat_penalty
+                };
+            }
+        }
+    }
+    if p.temperature <= 0.0 {
+        let mut best = 0;
+        for (i, &v) in l.iter().enumerate() {
+            if v > l[best] {
+                best = i;
+            }
+        }
+        return best as i32;
+    }
+    let mut cand: Vec<(usize, f32)> = l
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| (i, v / p.temperature))
+        .collect();
+    cand.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    if p.top_k > 0 {
+        cand.truncate(p.top_k);
+    }
+    let max = cand[0].1;
+    let mut probs: Vec<f64> = cand
+        .iter()
+        .map(|c| math::exp64((c.1 - max) as f64))
+        .collect();
+    let total: f64 = probs.iter().fold(0.0, |a, &b| a + b);
+    probs.iter_mut().for_each(|x| *x /= total);
+    if p.top_p < 1.0 {
+        let mut cum = 0.0;
+        let mut keep = probs.len();
+        for (i, x) in probs.iter().enumerate() {
+            cum += x;
+            if cum >= p.top_p as f64 {
+                keep = i + 1;
+                break;
+            }
+        }
+        probs.truncate(keep);
+    }
+    if p.min_p > 0.0 {
+        let floor = p.min_p as f64 * probs[0];
+        let keep = probs.iter().take_while(|&&x| x >= floor).count().max(1);
+        probs.truncate(keep);
+    }
+    let total: f64 = probs.iter().fold(0.0, |a, &b| a + b);
+    let target = p.u as f64 * total;
+    let mut cum = 0.0;
+    for (i, x) in probs.iter().enumerate() {
+        cum += x;
+        if target < cum {
+            return cand[i].0 as i32;
+        }
+    }
+    cand[probs.len() - 1].0 as i32
 }
 
 fn host_err(t: &Tensor, op: &str) -> ExecutionError {
@@ -535,6 +613,16 @@ impl Backend for NoxBackend {
                     weight_row(table, r, &mut y[i * dim..(i + 1) * dim], name)?;
                 }
                 Self::out(shape, y)
+            }
+            Op::Sample(params) => {
+                let x = read(0)?;
+                let v = shape_last(&infos[0].shape);
+                let history = match inputs.get(1) {
+                    Some(h) => h.as_i32().ok_or_else(|| host_err(h, name))?,
+                    None => &[],
+                };
+                let id = sample(&x[x.len() - v..], history, params);
+                Ok(vec![Tensor::from_i32(&[1], vec![id])?])
             }
             // Layout ops, KvAppend and Argmax only move or compare values:
             // the reference loops are exact.
