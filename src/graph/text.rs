@@ -33,7 +33,7 @@ pub struct EngineOptions {
 /// A text decoder on the curated family or on the graph executor.
 pub enum TextEngine {
     /// The curated LlamaStyle code.
-    Curated(Llama),
+    Curated(Box<Llama>),
     /// The graph executor (its own dispatcher for `opts.backend`).
     Graph(Arc<GraphModel>),
 }
@@ -50,7 +50,10 @@ impl TextEngine {
     /// Binds `model` on the path [`resolve_path`] picks for `opts`.
     pub fn new(model: Arc<Model>, opts: &EngineOptions) -> Result<TextEngine, ExecutionError> {
         match resolve_path(&model, opts.path, &opts.backend)? {
-            ExecPath::Curated(_) => Ok(TextEngine::Curated(Llama::new(model, opts.ctx_size)?)),
+            ExecPath::Curated(_) => Ok(TextEngine::Curated(Box::new(Llama::new(
+                model,
+                opts.ctx_size,
+            )?))),
             ExecPath::Graph => {
                 let gopts = GraphOptions {
                     fuse: opts.fuse,
