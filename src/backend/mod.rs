@@ -32,6 +32,11 @@
 //!   2nd and 3rd inputs of `Rope { pos, .. }`.
 //! - Every decision is recorded in [`ExecContext::log`]: which backend ran each
 //!   op and why it fell back; [`DispatchLog::summary`] counts ops per backend.
+//! - Run each forward (or a whole generation) inside
+//!   [`Dispatcher::install`]: the cpu ops then run on the worker pool without
+//!   a thread hand-off per op (about a quarter of a small model's decode step).
+//! - Ops validate their inputs ([`Op::infer`]); bad shapes, ids or context
+//!   overflow come back as [`ExecutionError`] values, never panics.
 //!
 //! # Adding a backend
 //!
