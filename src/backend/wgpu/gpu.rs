@@ -171,7 +171,9 @@ impl Gpu {
 
     /// The largest buffer one binding may cover.
     pub fn max_binding(&self) -> u64 {
-        (self.limits.max_storage_buffer_binding_size as u64).min(self.limits.max_buffer_size)
+        self.limits
+            .max_storage_buffer_binding_size
+            .min(self.limits.max_buffer_size)
     }
 
     /// Locks the recorder.
@@ -346,7 +348,7 @@ impl Gpu {
     }
 
     fn write_padded(&self, buf: &wgpu::Buffer, data: &[u8]) {
-        if data.len() % 4 == 0 {
+        if data.len().is_multiple_of(4) {
             if !data.is_empty() {
                 self.queue.write_buffer(buf, 0, data);
             }

@@ -116,7 +116,7 @@ impl WgpuBackend {
             limits: vec![
                 (
                     "max_storage_buffer_binding_size",
-                    l.max_storage_buffer_binding_size as u64,
+                    l.max_storage_buffer_binding_size,
                 ),
                 ("max_buffer_size", l.max_buffer_size),
                 (
