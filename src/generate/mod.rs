@@ -26,9 +26,9 @@ pub use sampling::{Draws, Sampling};
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, Tensor};
 use crate::curated::llama::LogitRows;
+use crate::error::{ExecutionError, LoadError};
 use crate::graph::text::{EngineOptions, TextCache, TextEngine};
 pub use crate::graph::PathChoice;
-use crate::error::{ExecutionError, LoadError};
 use crate::loader::{ExecPath, Family, Model};
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
@@ -425,8 +425,8 @@ impl State {
     }
 
     /// Makes the cache hold exactly `ids` (reusing the longest cached prefix)
-    /// and leaves the logits of its last token.
-    fn sync(&mut self, m: &TextModel, ids: &[u32]) -> Result<(), ExecutionError> {
+    /// and leaves the logits of its last token; returns how many tokens it ran.
+    fn sync(&mut self, m: &TextModel, ids: &[u32]) -> Result<usize, ExecutionError> {
         let common = self
             .history
             .iter()
@@ -437,7 +437,8 @@ impl State {
         let keep = common.min(ids.len().saturating_sub(1));
         self.cache.truncate(keep);
         self.history.truncate(keep);
-        self.prefill(m, &ids[keep..])
+        self.prefill(m, &ids[keep..])?;
+        Ok(ids.len() - keep)
     }
 }
 
@@ -546,7 +547,7 @@ impl Generator {
         };
         let start = Instant::now();
         let ids = m.prompt_ids(&prompt, state.history.is_empty())?;
-        match prompt {
+        let ran = match prompt {
             Prompt::Chat(_) => state.sync(m, &ids)?,
             Prompt::Raw(_) | Prompt::Tokens(_) => {
                 if ids.is_empty() && state.logits.is_none() {
@@ -555,9 +556,10 @@ impl Generator {
                     });
                 }
                 state.prefill(m, &ids)?;
+                ids.len()
             }
-        }
-        state.timings.prefill_tokens = ids.len();
+        };
+        state.timings.prefill_tokens = ran;
         state.timings.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut stops = m.stop_strings.clone();
         stops.extend(opts.stop.iter().filter(|s| !s.is_empty()).cloned());

@@ -4,6 +4,7 @@
 
 #![allow(dead_code)]
 
+use cyb_llm::backend::BackendChoice;
 use cyb_llm::generate::{LoadOptions, TextModel};
 use cyb_llm::import::{import, ImportOptions};
 use serde_json::Value;
@@ -61,13 +62,19 @@ pub fn model_path(name: &str) -> PathBuf {
     path
 }
 
-/// The real model loaded for generation (2 threads, 2048 tokens of context).
-pub fn text_model(name: &str) -> Arc<TextModel> {
-    let opts = LoadOptions {
+/// Load options of the tests: the cpu backend, 2 threads, 2048 tokens of context.
+pub fn cpu_options() -> LoadOptions {
+    LoadOptions {
+        backend: BackendChoice::Named("cpu".into()),
         threads: 2,
         ctx_size: 2048,
         ..LoadOptions::default()
-    };
+    }
+}
+
+/// The real model loaded for generation with [`cpu_options`].
+pub fn text_model(name: &str) -> Arc<TextModel> {
+    let opts = cpu_options();
     TextModel::load(model_path(name), &opts).unwrap()
 }
 
