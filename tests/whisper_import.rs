@@ -46,7 +46,7 @@ fn read_ggml() -> Ggml {
 fn read_ct2() -> HashMap<String, (Vec<usize>, Vec<u8>)> {
     let b = std::fs::read(whisper_dir().join("tiny.en-ct2/model.bin")).unwrap();
     let mut at = 0usize;
-    let mut u32_ = |at: &mut usize| {
+    let u32_ = |at: &mut usize| {
         let v = u32::from_le_bytes(b[*at..*at + 4].try_into().unwrap());
         *at += 4;
         v as usize

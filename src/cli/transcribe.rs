@@ -128,6 +128,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
     };
     let (mut done, mut skipped, mut failed) = (0usize, 0usize, 0usize);
     let (mut audio_s, mut work_s) = (0.0f64, 0.0f64);
+    let mut stages = cyb_llm::transcribe::Timings::default();
     let stdout = std::io::stdout();
     for file in &files {
         if let Some(b) = &bar {
@@ -174,6 +175,12 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
                 done += 1;
                 audio_s += t.duration;
                 work_s += t0.elapsed().as_secs_f64();
+                stages.mel_s += t.timings.mel_s;
+                stages.encode_s += t.timings.encode_s;
+                stages.decode_s += t.timings.decode_s;
+                stages.windows += t.timings.windows;
+                stages.decodes += t.timings.decodes;
+                stages.tokens += t.timings.tokens;
             }
             Err(e) => {
                 failed += 1;
@@ -192,6 +199,12 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         "transcribed {done} of {} files ({skipped} skipped, {failed} failed); audio {audio_s:.1} s in {work_s:.2} s (RTF {rtf:.3}); model load {load_s:.2} s",
         files.len()
     );
+    if done > 0 {
+        eprintln!(
+            "stages: mel {:.2} s, encoder {:.2} s ({} windows), decoder {:.2} s ({} passes, {} tokens)",
+            stages.mel_s, stages.encode_s, stages.windows, stages.decode_s, stages.decodes, stages.tokens
+        );
+    }
     Ok(if failed > 0 {
         ExitCode::from(1)
     } else {

@@ -134,6 +134,7 @@ mod tests {
             segments: vec![seg(0.0, 2.5, " Hello."), seg(3661.2, 3662.0, " Bye.")],
             language: "en".into(),
             duration: 3662.0,
+            ..Default::default()
         };
         assert_eq!(
             render(&t, Format::Srt, "a.wav"),

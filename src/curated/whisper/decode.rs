@@ -109,6 +109,25 @@ pub struct Transcript {
     pub language: String,
     /// Audio duration in seconds.
     pub duration: f64,
+    /// Where the time went.
+    pub timings: Timings,
+}
+
+/// Time spent per stage of one transcription, in seconds.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Timings {
+    /// Log-mel spectrogram of the whole input.
+    pub mel_s: f64,
+    /// Encoder forwards (with the cross-attention K/V projections).
+    pub encode_s: f64,
+    /// Decoder forwards and decoding rules.
+    pub decode_s: f64,
+    /// Windows encoded.
+    pub windows: usize,
+    /// Decoding passes (more than `windows` when the temperature fallback ran).
+    pub decodes: usize,
+    /// Tokens fed to the decoder (prompts included).
+    pub tokens: usize,
 }
 
 impl Transcript {
@@ -127,6 +146,8 @@ struct DecodeResult {
     no_speech_prob: f64,
     temperature: f32,
     compression_ratio: f64,
+    /// Tokens fed to the decoder (prompt + sampled).
+    fed: usize,
 }
 
 /// gzip (zlib) compression ratio of `text`, as openai-whisper computes it.
@@ -351,6 +372,7 @@ impl Whisper {
         Ok(DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
             compression_ratio: compression_ratio(text.trim()),
+            fed: prompt.len() + tokens.len(),
             tokens,
             no_speech_prob,
             temperature,
@@ -366,7 +388,7 @@ impl Whisper {
         opts: &TranscribeOptions,
         rng: &mut ChaCha8Rng,
         ctx: &mut ExecContext,
-    ) -> Result<DecodeResult, ExecutionError> {
+    ) -> Result<(DecodeResult, usize, usize), ExecutionError> {
         let temps: Vec<f32> = if opts.temperatures.is_empty() {
             vec![0.0]
         } else {
@@ -386,8 +408,12 @@ impl Whisper {
                 .no_speech_threshold
                 .is_some_and(|n| r.no_speech_prob > n)
                 && too_improbable;
+            let (decodes, fed) = (
+                all.len() + 1,
+                all.iter().map(|a: &DecodeResult| a.fed).sum::<usize>() + r.fed,
+            );
             if !(too_repetitive || too_improbable) || silence {
-                return Ok(r);
+                return Ok((r, decodes, fed));
             }
             if !too_repetitive {
                 below_cr.push(r.clone());
@@ -396,6 +422,7 @@ impl Whisper {
         }
         // Every temperature failed: the most probable decoding (preferring those not
         // too repetitive), reported with the last temperature.
+        let (decodes, fed) = (all.len(), all.iter().map(|a| a.fed).sum());
         let pool = if below_cr.is_empty() { all } else { below_cr };
         let mut best = pool
             .into_iter()
@@ -405,7 +432,7 @@ impl Whisper {
                 reason: "no decoding was run".into(),
             })?;
         best.temperature = last_t;
-        Ok(best)
+        Ok((best, decodes, fed))
     }
 
     /// Transcribes 16 kHz mono `samples` (any length) into segments.
@@ -430,7 +457,9 @@ impl Whisper {
         let mut padded = Vec::with_capacity(samples.len() + N_SAMPLES);
         padded.extend_from_slice(samples);
         padded.resize(samples.len() + N_SAMPLES, 0.0);
+        let t0 = std::time::Instant::now();
         let mel = log_mel(&padded, &self.mel_filters, c.n_mels);
+        let mel_s = t0.elapsed().as_secs_f64();
         let total = padded.len() / HOP;
         let content = total.saturating_sub(n_frames);
         let window = |seek: usize| -> Vec<f32> {
@@ -448,6 +477,7 @@ impl Whisper {
             duration: samples.len() as f64 / crate::audio::SAMPLE_RATE as f64,
             ..Default::default()
         };
+        transcript.timings.mel_s = mel_s;
         let mut language = None;
         if c.multilingual {
             if let Some(code) = &opts.language {
@@ -477,7 +507,11 @@ impl Whisper {
                     continue;
                 }
             }
+            let t0 = std::time::Instant::now();
             let enc = self.encode(&window(seek), &mut ctx)?;
+            transcript.timings.encode_s += t0.elapsed().as_secs_f64();
+            transcript.timings.windows += 1;
+            let t0 = std::time::Instant::now();
             if c.multilingual && language.is_none() {
                 let lang = self.detect_language(&enc, &mut ctx)?;
                 language = Some(lang);
@@ -507,8 +541,11 @@ impl Whisper {
             if !opts.timestamps {
                 prompt.push(sp.no_timestamps);
             }
-            let r =
+            let (r, decodes, fed) =
                 self.decode_with_fallback(&enc, &prompt, sot_index, opts, &mut rng, &mut ctx)?;
+            transcript.timings.decode_s += t0.elapsed().as_secs_f64();
+            transcript.timings.decodes += decodes;
+            transcript.timings.tokens += fed;
             if let Some(th) = opts.no_speech_threshold {
                 let skip = r.no_speech_prob > th
                     && !opts.logprob_threshold.is_some_and(|l| r.avg_logprob > l);

@@ -17,7 +17,7 @@ pub mod config;
 pub mod decode;
 
 pub use config::{SpecialTokens, WhisperConfig};
-pub use decode::{Segment, TranscribeOptions, Transcript};
+pub use decode::{Segment, Timings, TranscribeOptions, Transcript};
 
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
 use crate::error::ExecutionError;

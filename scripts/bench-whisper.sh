@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Speech-to-text speed, same weights, same audio, same run, 2 threads, greedy:
+# cyb-llm transcribe (tiny.en imported from CTranslate2), whisper.cpp's whisper-cli
+# (the same weights converted by scripts/whisper_ct2_to_ggml.py) and faster-whisper
+# (CTranslate2, float32 compute, on the same folder). Prints a markdown table of
+# wall time per file and real-time factor (wall / audio duration), best of N runs.
+#
+#   scripts/bench-whisper.sh [RUNS]      (default 3)
+# Needs: scripts/fetch-models.sh whisper; release build; whisper.cpp built at
+# .cache/whispercpp/build (cmake -S whisper.cpp -B build -G Ninja -DCMAKE_BUILD_TYPE=Release;
+# cmake --build build --target whisper-cli whisper-bench); faster-whisper in .cache/venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RUNS=${1:-3}
+W=${CYB_MODELS_DIR:-.cache/models}/whisper
+PY=${PYTHON:-.cache/venv/bin/python}
+CLI=.cache/whispercpp/build/bin/whisper-cli
+MODEL=.cache/whisper-tiny.en.model
+GGML=$W/ggml-tiny.en-from-ct2.bin
+[ -f "$MODEL" ] || target/release/cyb-llm import "$W/tiny.en-ct2" -o "$MODEL" >&2
+[ -f "$GGML" ] || "$PY" scripts/whisper_ct2_to_ggml.py "$W/tiny.en-ct2" "$W/for-tests-ggml-tiny.en.bin" "$GGML"
+[ -f "$W/long_2min.wav" ] || { echo "run scripts/make_whisper_fixtures.py first (writes long_2min.wav)" >&2; exit 1; }
+
+now() { date +%s.%N; }
+best() { # best CMD... -> min wall seconds over RUNS
+  local b=999999 t0 t1 d
+  for _ in $(seq "$RUNS"); do
+    t0=$(now); "$@" >/dev/null 2>&1; t1=$(now)
+    d=$(echo "$t1 - $t0" | bc -l); b=$(echo "if ($d < $b) $d else $b" | bc -l)
+  done
+  printf "%.2f" "$b"
+}
+# faster-whisper: model load + transcription, timed inside Python (the interpreter
+# and package import are left out), best of RUNS.
+FW='import sys, time
+from faster_whisper import WhisperModel
+best = 1e9
+for _ in range(int(sys.argv[3])):
+    t0 = time.perf_counter()
+    m = WhisperModel(sys.argv[1], device="cpu", compute_type="float32", cpu_threads=2)
+    segs, _ = m.transcribe(sys.argv[2], beam_size=1, best_of=1, vad_filter=False)
+    "".join(s.text for s in segs)
+    best = min(best, time.perf_counter() - t0)
+print("%.2f" % best)'
+
+echo "| audio | duration s | cyb-llm s (RTF) | whisper.cpp s (RTF) | faster-whisper s (RTF) |"
+echo "|---|---|---|---|---|"
+for f in jfk.wav long_2min.wav; do
+  dur=$("$PY" -c "import wave,sys; w=wave.open(sys.argv[1]); print(w.getnframes()/w.getframerate())" "$W/$f")
+  a=$(best target/release/cyb-llm transcribe "$MODEL" "$W/$f" --backend cpu -t 2)
+  b=$(best "$CLI" -m "$GGML" -f "$W/$f" -t 2 -bs 1 -bo 1 -np)
+  c=$("$PY" -c "$FW" "$W/tiny.en-ct2" "$W/$f" "$RUNS" 2>/dev/null)
+  rtf() { printf "%.3f" "$(echo "$1 / $dur" | bc -l)"; }
+  echo "| $f | $dur | $a ($(rtf "$a")) | $b ($(rtf "$b")) | $c ($(rtf "$c")) |"
+done
