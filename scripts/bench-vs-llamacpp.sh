@@ -1,27 +1,66 @@
 #!/usr/bin/env bash
-# `cyb-llm run --timings` beside llama.cpp's llama-bench on the same GGUF (SmolLM2-135M
-# Q4_1), same threads, in the same run, for BENCHMARKS.md. Not run by CI.
+# cyb-llm vs llama.cpp on the CPU, same machine, same thread count, same run.
 #
-#   scripts/bench-vs-llamacpp.sh [THREADS] [REPS]      # default 2 threads, 3 repetitions
+# For each GGUF file and its imported .model (imported next to it when missing),
+# runs llama.cpp's llama-bench (A) and `cyb-llm bench --backend cpu` (B)
+# interleaved, A B A B ... for ROUNDS rounds, each with REPS repetitions per test
+# after a warm-up, and prints per test: both runtimes' tokens/s (llama.cpp: mean
+# ± sd over all repetitions; cyb-llm: mean ± sd of the round means) and the
+# ratio cyb-llm / llama.cpp.
+# llama-bench is built by scripts/build-llamacpp.sh (llama-cpp-python sdist,
+# cached in .cache/llama.cpp-build, outside the tracked tree).
+#
+#   scripts/bench-vs-llamacpp.sh [GGUF...]
+#   env: THREADS=2 P=512 N=128 REPS=3 ROUNDS=2 CYB=target/release/cyb-llm
+#        RAW=DIR (keep every run's JSON there)
+# Default GGUFs: the SmolLM2 Q4_1 and Gemma-3-270M Q4_K_M of scripts/fetch-models.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-T=${1:-2}
-R=${2:-3}
-scripts/fetch-models.sh smollm2 >/dev/null
-scripts/build-llamacpp.sh
-cargo build --release --quiet
-bin=target/release/cyb-llm
-gguf=.cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
-model=.cache/smollm2.model
-[ -f "$model" ] || "$bin" import "$gguf" -o "$model"
-# A raw prompt of known length: 128 tokens of prose, then 64 greedy tokens.
-prompt=$(python3 -c 'print(("The history of the city begins with a small settlement on the river bank, where traders met every spring. " * 8).strip())')
-n_prompt=$("$bin" run "$model" --backend cpu -t "$T" --no-chat --temp 0 -n 1 --json -p "$prompt" \
-  | python3 -c 'import json,sys; print(json.load(sys.stdin)["timings"]["prefill_tokens"])')
-echo "cyb-llm run (cpu, $T threads): prompt $n_prompt tokens, 64 generated, best of $R" >&2
-for _ in $(seq "$R"); do
-  "$bin" run "$model" --backend cpu -t "$T" --no-chat --temp 0 -n 64 --json -p "$prompt" 2>/dev/null \
-    | python3 -c 'import json,sys; t=json.load(sys.stdin)["timings"]; print("%.1f %.1f %d" % (t["prefill_tok_s"], t["decode_tok_s"], t["decode_tokens"]))'
-done | sort -k2 -n -r | head -1 | awk '{print "cyb-llm  pp" '"$n_prompt"' " " $1 " tok/s   tg" $3 " " $2 " tok/s"}'
-echo "llama-bench (same GGUF, $T threads, $R repetitions):" >&2
-.cache/llama.cpp-build/cmake/bin/llama-bench -m "$gguf" -t "$T" -p "$n_prompt" -n 64 -r "$R" -o md
+THREADS=${THREADS:-2}
+P=${P:-512}
+N=${N:-128}
+REPS=${REPS:-3}
+ROUNDS=${ROUNDS:-2}
+CYB=${CYB:-target/release/cyb-llm}
+LB=${CYB_LLAMACPP_BUILD:-.cache/llama.cpp-build}/cmake/bin/llama-bench
+RAW=${RAW:-$(mktemp -d)}
+mkdir -p "$RAW"
+
+[ -x "$LB" ] || scripts/build-llamacpp.sh
+[ -x "$CYB" ] || cargo build --release --bin cyb-llm
+if [ $# -eq 0 ]; then
+  set -- .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma3/gemma-3-270m-q4_k_m.gguf
+fi
+
+echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "# threads $THREADS, pp$P, tg$N, $ROUNDS rounds x $REPS reps, interleaved llama.cpp / cyb-llm" >&2
+for gguf in "$@"; do
+  model=${gguf%.gguf}.model
+  [ -f "$model" ] || "$CYB" import "$gguf" -o "$model" >&2
+  stem=$(basename "${gguf%.gguf}")
+  for r in $(seq 1 "$ROUNDS"); do
+    "$LB" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" -o json 2>/dev/null >"$RAW/$stem.llamacpp.$r.json"
+    "$CYB" bench "$model" --backend cpu --path curated -t "$THREADS" -p "$P" -n "$N" -r "$REPS" \
+      --output json >"$RAW/$stem.cyb.$r.json"
+  done
+  python3 - "$RAW" "$stem" "$ROUNDS" <<'EOF'
+import json, statistics, sys
+raw, stem, rounds = sys.argv[1], sys.argv[2], int(sys.argv[3])
+a, b = {}, {}
+for r in range(1, rounds + 1):
+    for row in json.load(open(f"{raw}/{stem}.llamacpp.{r}.json")):
+        test = f"pp{row['n_prompt']}" if row["n_prompt"] else f"tg{row['n_gen']}"
+        a.setdefault(test, []).extend(row["samples_ts"])
+    for row in json.load(open(f"{raw}/{stem}.cyb.{r}.json")):
+        # cyb-llm's JSON has each round's mean: its sd is across rounds.
+        b.setdefault(row["test"], []).append(row["tokens_per_s"])
+def ms(v):
+    return statistics.mean(v), (statistics.stdev(v) if len(v) > 1 else 0.0)
+print(f"| model | test | llama.cpp t/s | cyb-llm t/s | ratio |")
+print(f"| ----- | ---- | ------------: | ----------: | ----: |")
+for test in a:
+    (am, asd), (bm, bsd) = ms(a[test]), ms(b.get(test, [0.0]))
+    print(f"| {stem} | {test} | {am:.2f} ± {asd:.2f} | {bm:.2f} ± {bsd:.2f} | {bm / am:.2f} |")
+EOF
+done
+echo "# raw JSON in $RAW; load average now $(cut -d' ' -f1-3 /proc/loadavg)" >&2
