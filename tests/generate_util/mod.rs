@@ -40,7 +40,10 @@ struct Imported {
     path: PathBuf,
 }
 
-static IMPORTED: OnceLock<Mutex<Vec<(String, Arc<Imported>)>>> = OnceLock::new();
+/// Models imported so far by this test binary, by name.
+type ImportedModels = Mutex<Vec<(String, Arc<Imported>)>>;
+
+static IMPORTED: OnceLock<ImportedModels> = OnceLock::new();
 
 /// The `.model` file of a real model, imported from its GGUF once per test binary.
 pub fn model_path(name: &str) -> PathBuf {
