@@ -181,7 +181,7 @@ fn elementwise_ops_match_reference() {
     }
     let x = rand_tensor(&mut r, &[3, 131]);
     let x4 = Op::Scale(4.0);
-    let wide = check(&x4, &[x.clone()], 1e-6, 0.0).remove(0);
+    let wide = check(&x4, std::slice::from_ref(&x), 1e-6, 0.0).remove(0);
     for op in [
         Op::Silu,
         Op::Gelu,
@@ -193,7 +193,7 @@ fn elementwise_ops_match_reference() {
         Op::Softcap(3.0),
         Op::Scale(-0.37),
     ] {
-        check(&op, &[x.clone()], 1e-5, 0.0);
+        check(&op, std::slice::from_ref(&x), 1e-5, 0.0);
         let host = Tensor::from_f32(&[3, 131], gpu().try_download_f32(&wide).unwrap()).unwrap();
         check(&op, &[host], 1e-5, 0.0);
     }
@@ -206,11 +206,11 @@ fn softmax_argmax_sample_match_reference() {
     v[301..602].fill(f32::NEG_INFINITY);
     v[700] = f32::NEG_INFINITY;
     let x = Tensor::from_f32(&[4, 301], v.clone()).unwrap();
-    check(&Op::Softmax, &[x.clone()], 1e-5, 0.0);
+    check(&Op::Softmax, std::slice::from_ref(&x), 1e-5, 0.0);
     v[601 + 17] = 5.0;
     v[601 + 250] = 5.0;
     let x = Tensor::from_f32(&[4, 301], v).unwrap();
-    check(&Op::Argmax, &[x.clone()], 0.0, 0.0);
+    check(&Op::Argmax, std::slice::from_ref(&x), 0.0, 0.0);
     let greedy = SampleParams {
         temperature: 0.0,
         top_k: 0,
@@ -325,7 +325,12 @@ fn slice_matches_reference() {
     let mut r = rng("slice_matches_reference");
     let x = rand_tensor(&mut r, &[4, 3, 5]);
     for (axis, start, end) in [(0, 3, 4), (1, 1, 3), (2, 0, 2)] {
-        check(&Op::Slice { axis, start, end }, &[x.clone()], 0.0, 0.0);
+        check(
+            &Op::Slice { axis, start, end },
+            std::slice::from_ref(&x),
+            0.0,
+            0.0,
+        );
     }
 }
 
