@@ -10,4 +10,7 @@
 
 pub mod bert;
 pub mod llama;
+mod weights;
 pub mod whisper;
+
+use weights::WeightBinder;

@@ -25,7 +25,8 @@ mod pool;
 pub use config::{Activation, BertConfig, Pooling, ProblemType, Variant};
 pub use pool::{l2_normalize, pool};
 
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
+use super::WeightBinder;
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use std::sync::Arc;
@@ -76,15 +77,6 @@ impl Hidden {
     }
 }
 
-/// The file's bytes kept alive by the weights, as a [`SharedBytes`] owner.
-struct ModelBytes(Arc<Model>);
-
-impl AsRef<[u8]> for ModelBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.file_bytes()
-    }
-}
-
 /// A linear layer: weight `[out, in]` (any encoding) and f32 bias `[out]`.
 struct Linear {
     w: Tensor,
@@ -121,40 +113,14 @@ enum Head {
     Roberta { dense: Linear, out_proj: Linear },
 }
 
-/// Binds tensors of one model: zero-copy bytes, or decoded f32.
-struct Binder {
-    model: Arc<Model>,
-    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+/// BertStyle's composite weights: linear layers with a bias, LayerNorms.
+trait BertWeights {
+    fn linear(&self, prefix: &str) -> Result<Linear, ExecutionError>;
+    fn linear_opt(&self, prefix: &str) -> Result<Option<Linear>, ExecutionError>;
+    fn norm(&self, prefix: &str) -> Result<Norm, ExecutionError>;
 }
 
-impl Binder {
-    fn get(&self, name: &str, decode: bool) -> Result<Option<Tensor>, ExecutionError> {
-        let Some(t) = self.model.tensor(name) else {
-            return Ok(None);
-        };
-        let bad = || ExecutionError::WeightFormatMismatch {
-            name: name.to_string(),
-            declared: t.entry.dtype,
-            actual_bytes: t.bytes.len(),
-        };
-        if decode {
-            let values = t.dequantize().map_err(|_| bad())?;
-            return Tensor::from_f32(&t.entry.shape, values).map(Some);
-        }
-        let start = t.bytes.as_ptr() as usize - self.model.file_bytes().as_ptr() as usize;
-        let bytes =
-            SharedBytes::new(self.owner.clone(), start..start + t.bytes.len()).ok_or_else(bad)?;
-        Tensor::from_bytes(&t.entry.shape, t.entry.dtype, bytes, t.entry.scale).map(Some)
-    }
-
-    fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
-        self.get(name, decode)?
-            .ok_or_else(|| ExecutionError::MissingTensor {
-                name: name.to_string(),
-                required_by: "BertStyle".into(),
-            })
-    }
-
+impl BertWeights for WeightBinder {
     fn linear(&self, prefix: &str) -> Result<Linear, ExecutionError> {
         Ok(Linear {
             w: self.need(&format!("{prefix}.weight"), false)?,
@@ -163,7 +129,7 @@ impl Binder {
     }
 
     fn linear_opt(&self, prefix: &str) -> Result<Option<Linear>, ExecutionError> {
-        if self.model.tensor(&format!("{prefix}.weight")).is_none() {
+        if !self.has(&format!("{prefix}.weight")) {
             return Ok(None);
         }
         self.linear(prefix).map(Some)
@@ -202,10 +168,7 @@ impl Bert {
     /// Binds `model`'s weights (the classification head too, when present).
     pub fn new(model: Arc<Model>) -> Result<Bert, ExecutionError> {
         let config = BertConfig::from_config(&model.config)?;
-        let b = Binder {
-            owner: Arc::new(ModelBytes(model.clone())),
-            model,
-        };
+        let b = WeightBinder::new(model, "BertStyle");
         let layers = (0..config.layers)
             .map(|i| {
                 let p = format!("encoder.layer.{i}");

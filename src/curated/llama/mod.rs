@@ -14,7 +14,8 @@ pub mod config;
 
 pub use config::{Activation, LlamaConfig};
 
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
+use super::WeightBinder;
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use crate::loader::Model;
@@ -27,15 +28,6 @@ pub enum LogitRows {
     Last,
     /// One row per input token: `[seq_len, vocab]` (tests, scoring).
     All,
-}
-
-/// The file's bytes kept alive by the model, as a [`SharedBytes`] owner.
-struct ModelBytes(Arc<Model>);
-
-impl AsRef<[u8]> for ModelBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.file_bytes()
-    }
 }
 
 struct Layer {
@@ -107,51 +99,13 @@ pub struct Llama {
     max_ctx: usize,
 }
 
-/// Binds one tensor of `model`: zero-copy bytes, or decoded f32 when `decode`.
-struct Binder {
-    model: Arc<Model>,
-    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
-}
-
-impl Binder {
-    fn get(&self, name: &str, decode: bool) -> Result<Option<Tensor>, ExecutionError> {
-        let Some(t) = self.model.tensor(name) else {
-            return Ok(None);
-        };
-        let bad = || ExecutionError::WeightFormatMismatch {
-            name: name.to_string(),
-            declared: t.entry.dtype,
-            actual_bytes: t.bytes.len(),
-        };
-        if decode {
-            let values = t.dequantize().map_err(|_| bad())?;
-            return Tensor::from_f32(&t.entry.shape, values).map(Some);
-        }
-        let start = t.bytes.as_ptr() as usize - self.model.file_bytes().as_ptr() as usize;
-        let bytes =
-            SharedBytes::new(self.owner.clone(), start..start + t.bytes.len()).ok_or_else(bad)?;
-        Tensor::from_bytes(&t.entry.shape, t.entry.dtype, bytes, t.entry.scale).map(Some)
-    }
-
-    fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
-        self.get(name, decode)?
-            .ok_or_else(|| ExecutionError::MissingTensor {
-                name: name.to_string(),
-                required_by: "LlamaStyle".into(),
-            })
-    }
-}
-
 impl Llama {
     /// Binds `model`'s weights; `ctx_size` caps the context (and sizes the
     /// RoPE caches) below `max_position_embeddings`.
     pub fn new(model: Arc<Model>, ctx_size: usize) -> Result<Llama, ExecutionError> {
         let config = LlamaConfig::from_config(&model.config)?;
         let max_ctx = ctx_size.clamp(1, config.max_positions);
-        let b = Binder {
-            owner: Arc::new(ModelBytes(model.clone())),
-            model,
-        };
+        let b = WeightBinder::new(model, "LlamaStyle");
         let mut layers = Vec::with_capacity(config.layers);
         for i in 0..config.layers {
             let p = format!("model.layers.{i}");

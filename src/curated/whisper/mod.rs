@@ -19,20 +19,12 @@ pub mod decode;
 pub use config::{SpecialTokens, WhisperConfig};
 pub use decode::{Segment, Timings, TranscribeOptions, Transcript};
 
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
+use super::WeightBinder;
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
-
-/// The file's bytes kept alive by the weights, as a [`SharedBytes`] owner.
-struct ModelBytes(Arc<Model>);
-
-impl AsRef<[u8]> for ModelBytes {
-    fn as_ref(&self) -> &[u8] {
-        self.0.file_bytes()
-    }
-}
 
 /// A linear layer: `[out, in]` weight (any encoding) and an optional f32 bias.
 struct Linear {
@@ -72,59 +64,18 @@ struct DecoderLayer {
     fc2: Linear,
 }
 
-/// Binds tensors of one model: zero-copy bytes, or decoded f32.
-struct Binder {
-    model: Arc<Model>,
-    owner: Arc<dyn AsRef<[u8]> + Send + Sync>,
+/// WhisperStyle's composite weights: linear layers (optional bias), LayerNorms, attention blocks.
+trait WhisperWeights {
+    fn linear(&self, p: &str) -> Result<Linear, ExecutionError>;
+    fn norm(&self, p: &str) -> Result<Norm, ExecutionError>;
+    fn attn(&self, p: &str) -> Result<Attn, ExecutionError>;
 }
 
-impl Binder {
-    fn get(
-        &self,
-        name: &str,
-        decode: bool,
-        shape: Option<&[usize]>,
-    ) -> Result<Option<Tensor>, ExecutionError> {
-        let Some(t) = self.model.tensor(name) else {
-            return Ok(None);
-        };
-        let bad = || ExecutionError::WeightFormatMismatch {
-            name: name.to_string(),
-            declared: t.entry.dtype,
-            actual_bytes: t.bytes.len(),
-        };
-        let shape = shape.unwrap_or(&t.entry.shape);
-        if decode {
-            let values = t.dequantize().map_err(|_| bad())?;
-            return Tensor::from_f32(shape, values).map(Some);
-        }
-        let start = t.bytes.as_ptr() as usize - self.model.file_bytes().as_ptr() as usize;
-        let bytes =
-            SharedBytes::new(self.owner.clone(), start..start + t.bytes.len()).ok_or_else(bad)?;
-        Tensor::from_bytes(shape, t.entry.dtype, bytes, t.entry.scale).map(Some)
-    }
-
-    fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
-        self.need_as(name, decode, None)
-    }
-
-    fn need_as(
-        &self,
-        name: &str,
-        decode: bool,
-        shape: Option<&[usize]>,
-    ) -> Result<Tensor, ExecutionError> {
-        self.get(name, decode, shape)?
-            .ok_or_else(|| ExecutionError::MissingTensor {
-                name: name.to_string(),
-                required_by: "WhisperStyle".into(),
-            })
-    }
-
+impl WhisperWeights for WeightBinder {
     fn linear(&self, p: &str) -> Result<Linear, ExecutionError> {
         Ok(Linear {
             w: self.need(&format!("{p}.weight"), false)?,
-            b: self.get(&format!("{p}.bias"), true, None)?,
+            b: self.get(&format!("{p}.bias"), true)?,
         })
     }
 
@@ -218,10 +169,7 @@ impl Whisper {
     pub fn new(model: Arc<Model>, dispatcher: Dispatcher) -> Result<Whisper, ExecutionError> {
         let config = WhisperConfig::from_config(&model.config)?;
         let tokenizer = Tokenizer::from_model(&model)?;
-        let b = Binder {
-            owner: Arc::new(ModelBytes(model.clone())),
-            model,
-        };
+        let b = WeightBinder::new(model, "WhisperStyle");
         let (d, n_mels) = (config.d_model, config.n_mels);
         let conv = |p: &str, cin: usize| -> Result<Linear, ExecutionError> {
             Ok(Linear {
@@ -257,7 +205,7 @@ impl Whisper {
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
         let embed = b.need("model.decoder.embed_tokens.weight", false)?;
-        let proj = match b.get("proj_out.weight", false, None)? {
+        let proj = match b.get("proj_out.weight", false)? {
             Some(p) => p,
             None => embed.clone(),
         };
