@@ -6,12 +6,14 @@
 //! combined with it in integer arithmetic, as ggml does; f32 / f16 / bf16 weights are
 //! multiplied with the f32 activations directly. Two implementations of every kernel exist:
 //! `portable` (plain Rust) and, on x86-64, `avx2` (AVX2 + FMA + F16C through
-//! `std::arch`), chosen at run time. Rows of the output are spread over the current rayon
-//! pool (the caller sizes it).
+//! `std::arch`) or, on aarch64, `neon` (NEON, with `sdot` where the CPU has it), chosen at
+//! run time. Rows of the output are spread over the current rayon pool (the caller sizes it).
 
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+#[cfg(target_arch = "aarch64")]
+mod neon;
 mod portable;
 #[cfg(test)]
 mod tests;
@@ -29,6 +31,10 @@ pub enum KernelPath {
     Portable,
     /// AVX2 + FMA + F16C intrinsics (x86-64 only).
     Avx2,
+    /// NEON intrinsics with widening multiplies (aarch64 only).
+    Neon,
+    /// NEON intrinsics with the `sdot` instruction (aarch64 with FEAT_DotProd only).
+    NeonDot,
 }
 
 impl KernelPath {
@@ -37,7 +43,28 @@ impl KernelPath {
         match self {
             KernelPath::Portable => true,
             KernelPath::Avx2 => avx2_detected(),
+            KernelPath::Neon => cfg!(target_arch = "aarch64"),
+            KernelPath::NeonDot => dotprod_detected(),
         }
+    }
+}
+
+/// The fastest path this CPU can run.
+fn best_path() -> KernelPath {
+    [KernelPath::Avx2, KernelPath::NeonDot, KernelPath::Neon]
+        .into_iter()
+        .find(|p| p.available())
+        .unwrap_or(KernelPath::Portable)
+}
+
+fn dotprod_detected() -> bool {
+    #[cfg(target_arch = "aarch64")]
+    {
+        std::arch::is_aarch64_feature_detected!("dotprod")
+    }
+    #[cfg(not(target_arch = "aarch64"))]
+    {
+        false
     }
 }
 
@@ -70,10 +97,10 @@ pub fn active_path() -> KernelPath {
     static ENV_PORTABLE: OnceLock<bool> = OnceLock::new();
     let env = *ENV_PORTABLE
         .get_or_init(|| std::env::var("CYB_LLM_PORTABLE_KERNELS").is_ok_and(|v| v == "1"));
-    if env || FORCE_PORTABLE.load(Ordering::Relaxed) || !avx2_detected() {
+    if env || FORCE_PORTABLE.load(Ordering::Relaxed) {
         KernelPath::Portable
     } else {
-        KernelPath::Avx2
+        best_path()
     }
 }
 
@@ -179,6 +206,10 @@ pub fn matmul_with(
 }
 
 fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
+    #[cfg(target_arch = "aarch64")]
+    if let Some(k) = neon::float_kernel(path, dtype) {
+        return k;
+    }
     match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::F32) => Kernel {
@@ -202,6 +233,10 @@ fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
 }
 
 fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
+    #[cfg(target_arch = "aarch64")]
+    if let Some(k) = neon::block_kernel(path, dtype) {
+        return k;
+    }
     #[cfg(target_arch = "x86_64")]
     if (path, dtype) == (KernelPath::Avx2, DType::Q4_1) {
         return Kernel {
@@ -229,6 +264,10 @@ fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
 }
 
 fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
+    #[cfg(target_arch = "aarch64")]
+    if let Some(k) = neon::k_kernel(path, dtype) {
+        return k;
+    }
     #[cfg(target_arch = "x86_64")]
     if (path, dtype) == (KernelPath::Avx2, DType::Q4K) {
         return Kernel {

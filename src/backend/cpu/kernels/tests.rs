@@ -50,7 +50,29 @@ fn paths() -> Vec<KernelPath> {
         assert!(KernelPath::Avx2.available(), "AVX2+FMA+F16C not detected");
         p.push(KernelPath::Avx2);
     }
+    if cfg!(target_arch = "aarch64") {
+        assert!(KernelPath::Neon.available(), "NEON not available");
+        p.push(KernelPath::Neon);
+        if dotprod_expected() {
+            p.push(KernelPath::NeonDot);
+        }
+    }
     p
+}
+
+/// Whether this aarch64 CPU has `sdot`. scripts/test-aarch64.sh runs the tests on emulated CPUs
+/// with and without it and says which through `CYB_LLM_EXPECT_DOTPROD` (1 or 0), so that
+/// detection is checked too and neither path is skipped unnoticed.
+fn dotprod_expected() -> bool {
+    let detected = KernelPath::NeonDot.available();
+    if let Ok(v) = std::env::var("CYB_LLM_EXPECT_DOTPROD") {
+        assert_eq!(
+            detected,
+            v == "1",
+            "dotprod detection vs CYB_LLM_EXPECT_DOTPROD={v}"
+        );
+    }
+    detected
 }
 
 /// Random weights `[n, k]`: random payload bytes with f16 scales in -1..1 for block
@@ -258,8 +280,14 @@ fn force_portable_switches_the_active_path() {
     let w = weights(&mut rng, DType::Q8_0, n, k);
     let x: Vec<f32> = (0..k).map(|_| rng.gen_range(-1.0..1.0)).collect();
     let env_portable = std::env::var("CYB_LLM_PORTABLE_KERNELS").is_ok_and(|v| v == "1");
-    let best = if KernelPath::Avx2.available() && !env_portable {
+    let best = if env_portable {
+        KernelPath::Portable
+    } else if cfg!(target_arch = "x86_64") {
         KernelPath::Avx2
+    } else if cfg!(target_arch = "aarch64") && dotprod_expected() {
+        KernelPath::NeonDot
+    } else if cfg!(target_arch = "aarch64") {
+        KernelPath::Neon
     } else {
         KernelPath::Portable
     };
