@@ -8,6 +8,8 @@
 //! private to the kernels, which select it only after detecting them.
 
 use super::act::{Q8Block, Q8KBlock};
+use super::RowDot4;
+use crate::dtype::DType;
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
@@ -42,6 +44,10 @@ wrapper4!(/** f16 weights, four activation rows. */ f16_rows4, f16_rows4_imp);
 wrapper4!(/** bf16 weights, four activation rows. */ bf16_rows4, bf16_rows4_imp);
 wrapper4!(/** q4_1 weights, four activation rows. */ q4_1_rows4, q4_1_rows4_imp, Q8Block);
 wrapper4!(/** q4_k weights, four activation rows. */ q4_k_rows4, q4_k_rows4_imp, Q8KBlock);
+wrapper4!(/** q8_0 weights, four activation rows. */ q8_0_rows4, q8_0_rows4_imp, Q8Block);
+wrapper4!(/** q4_0 weights, four activation rows. */ q4_0_rows4, q4_0_rows4_imp, Q8Block);
+wrapper4!(/** q5_0 weights, four activation rows. */ q5_0_rows4, q5_0_rows4_imp, Q8Block);
+wrapper4!(/** q6_k weights, four activation rows. */ q6_k_rows4, q6_k_rows4_imp, Q8KBlock);
 wrapper!(/** f32 weights. */ f32_row, f32_imp, f32);
 wrapper!(/** f16 weights. */ f16_row, f16_imp, f32);
 wrapper!(/** bf16 weights. */ bf16_row, bf16_imp, f32);
@@ -55,6 +61,26 @@ wrapper!(/** q3_k weights. */ q3_k, q3_k_imp, Q8KBlock);
 wrapper!(/** q4_k weights. */ q4_k, q4_k_imp, Q8KBlock);
 wrapper!(/** q5_k weights. */ q5_k, q5_k_imp, Q8KBlock);
 wrapper!(/** q6_k weights. */ q6_k, q6_k_imp, Q8KBlock);
+
+/// The four-row kernel of a 32-value block encoding, where there is one.
+pub(super) fn block_rows4(dtype: DType) -> Option<RowDot4<Q8Block>> {
+    match dtype {
+        DType::Q8_0 => Some(q8_0_rows4),
+        DType::Q4_0 => Some(q4_0_rows4),
+        DType::Q4_1 => Some(q4_1_rows4),
+        DType::Q5_0 => Some(q5_0_rows4),
+        _ => None,
+    }
+}
+
+/// The four-row kernel of a k-quant encoding, where there is one.
+pub(super) fn k_rows4(dtype: DType) -> Option<RowDot4<Q8KBlock>> {
+    match dtype {
+        DType::Q4K => Some(q4_k_rows4),
+        DType::Q6K => Some(q6_k_rows4),
+        _ => None,
+    }
+}
 
 #[inline(always)]
 unsafe fn hsum(v: __m256) -> f32 {
@@ -142,6 +168,34 @@ macro_rules! sum_blocks32 {
             acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(s0), acc0);
         }
         hsum(_mm256_add_ps(acc0, acc1))
+    }};
+}
+
+/// Sums `d * s` over the 32-value blocks of a row for four activation rows: each weight block
+/// is decoded once (`$decode` maps the block pointer and [`f16_table`] to the weight scale and
+/// the decoded codes), then `$dot` maps (codes, activation block) to the i32 sums of one row.
+macro_rules! rows4_blocks32 {
+    ($w:expr, $a:expr, $bb:expr, |$p:ident, $t:ident| $decode:expr, |$c:ident, $q:ident| $dot:expr) => {{
+        let a = $a;
+        let nb = a
+            .iter()
+            .map(|r| r.len())
+            .min()
+            .unwrap_or(0)
+            .min($w.len() / $bb);
+        let $t = f16_table();
+        let mut acc = [_mm256_setzero_ps(); 4];
+        for i in 0..nb {
+            let $p = $w.as_ptr().add(i * $bb);
+            prefetch($p.wrapping_add(PREFETCH_AHEAD));
+            let (d, $c): (f32, _) = $decode;
+            for (r, acc_r) in acc.iter_mut().enumerate() {
+                let $q = &a[r][i];
+                let s: __m256i = $dot;
+                *acc_r = _mm256_fmadd_ps(_mm256_set1_ps(d * $q.d), _mm256_cvtepi32_ps(s), *acc_r);
+            }
+        }
+        acc.map(|v| hsum(v))
     }};
 }
 
@@ -372,6 +426,46 @@ unsafe fn q8_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
     })
 }
 
+/// q8_0 against four activation rows: the weight signs are applied to each row's bytes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32!(
+        w,
+        a,
+        34,
+        |p, table| {
+            let v = load(p.add(2));
+            (
+                *table.add((p as *const u16).read_unaligned() as usize),
+                (v, _mm256_sign_epi8(v, v)),
+            )
+        },
+        |c, q| {
+            let p =
+                _mm256_maddubs_epi16(c.1, _mm256_sign_epi8(load(q.qs.as_ptr() as *const u8), c.0));
+            _mm256_madd_epi16(p, _mm256_set1_epi16(1))
+        }
+    )
+}
+
+/// q4_0 against four activation rows: each block's nibbles are decoded once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_0_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32!(
+        w,
+        a,
+        18,
+        |p, table| (
+            *table.add((p as *const u16).read_unaligned() as usize),
+            nibbles32(p.add(2))
+        ),
+        |c, q| {
+            let s = dot_u8(c, load(q.qs.as_ptr() as *const u8));
+            _mm256_sub_epi32(s, _mm256_set1_epi32(q.sum))
+        }
+    )
+}
+
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q4_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
     // sum (q - 8) a = sum q a - 8 sum a: the 8 lanes each take off sum a.
@@ -453,6 +547,28 @@ unsafe fn q5_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
             _mm256_sub_epi32(s, _mm256_set1_epi32(2 * q.sum)),
         )
     })
+}
+
+/// q5_0 against four activation rows: each block's 5-bit codes are decoded once.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    let sixteen = _mm256_set1_epi8(16);
+    rows4_blocks32!(
+        w,
+        a,
+        22,
+        |p, table| {
+            let v = _mm256_or_si256(
+                nibbles32(p.add(6)),
+                _mm256_and_si256(bits32(p.add(2)), sixteen),
+            );
+            (*table.add((p as *const u16).read_unaligned() as usize), v)
+        },
+        |c, q| {
+            let s = dot_u8(c, load(q.qs.as_ptr() as *const u8));
+            _mm256_sub_epi32(s, _mm256_set1_epi32(2 * q.sum))
+        }
+    )
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -796,4 +912,64 @@ unsafe fn q6_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
         acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
     hsum(acc)
+}
+
+/// q6_k against four activation rows: each block's codes and scales are decoded once.
+// Block `i` of all four activation rows is read in step with weight block `i`.
+#[allow(clippy::needless_range_loop)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+    let nb = a
+        .iter()
+        .map(|r| r.len())
+        .min()
+        .unwrap_or(0)
+        .min(w.len() / 210);
+    let mut acc = [_mm256_setzero_ps(); 4];
+    let m4 = _mm256_set1_epi8(15);
+    for i in 0..nb {
+        let p = w.as_ptr().add(i * 210);
+        prefetch_block(p, PREFETCH_AHEAD, 210);
+        let scb = _mm_loadu_si128(p.add(192) as *const __m128i);
+        let (sc_a, sc_b) = scales16_i8(scb);
+        let mut codes = [_mm256_setzero_si256(); 8];
+        let mut scales = [_mm256_setzero_si256(); 8];
+        for h in 0..2 {
+            let ql0 = load(p.add(64 * h));
+            let ql1 = load(p.add(64 * h + 32));
+            let qh = load(p.add(128 + 32 * h));
+            let sc = if h == 0 { sc_a } else { sc_b };
+            codes[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(qh, 0));
+            codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(qh, 2));
+            codes[4 * h + 2] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                high2(qh, 4),
+            );
+            codes[4 * h + 3] = _mm256_or_si256(
+                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                high2(qh, 6),
+            );
+            for t in 0..4 {
+                scales[4 * h + t] = _mm256_shuffle_epi8(sc, mask(&QUAD[t]));
+            }
+        }
+        let dw = f16_at(p.add(208));
+        for r in 0..4 {
+            let q = &a[r][i];
+            // sum (q - 32) a: 32 sc.bsums off.
+            let mut sumi = _mm256_sub_epi32(
+                _mm256_setzero_si256(),
+                _mm256_slli_epi32(scale_bsums_i8(scb, q), 5),
+            );
+            let qa = q.qs.as_ptr() as *const u8;
+            for j in 0..8 {
+                sumi = _mm256_add_epi32(
+                    sumi,
+                    dot_u8_scaled(codes[j], load(qa.add(32 * j)), scales[j]),
+                );
+            }
+            acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(dw * q.d), _mm256_cvtepi32_ps(sumi), acc[r]);
+        }
+    }
+    acc.map(|v| hsum(v))
 }

@@ -237,14 +237,7 @@ fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
     if let Some(k) = neon::block_kernel(path, dtype) {
         return k;
     }
-    #[cfg(target_arch = "x86_64")]
-    if (path, dtype) == (KernelPath::Avx2, DType::Q4_1) {
-        return Kernel {
-            one: avx2::q4_1,
-            four: Some(avx2::q4_1_rows4),
-        };
-    }
-    Kernel::one(match (path, dtype) {
+    let kernel = Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q8_0) => avx2::q8_0,
         #[cfg(target_arch = "x86_64")]
@@ -260,7 +253,15 @@ fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
         (_, DType::Q4_1) => portable::q4_1,
         (_, DType::Q5_0) => portable::q5_0,
         _ => portable::q5_1,
-    })
+    });
+    #[cfg(target_arch = "x86_64")]
+    if path == KernelPath::Avx2 {
+        return Kernel {
+            four: avx2::block_rows4(dtype),
+            ..kernel
+        };
+    }
+    kernel
 }
 
 fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
@@ -268,14 +269,7 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
     if let Some(k) = neon::k_kernel(path, dtype) {
         return k;
     }
-    #[cfg(target_arch = "x86_64")]
-    if (path, dtype) == (KernelPath::Avx2, DType::Q4K) {
-        return Kernel {
-            one: avx2::q4_k,
-            four: Some(avx2::q4_k_rows4),
-        };
-    }
-    Kernel::one(match (path, dtype) {
+    let kernel = Kernel::one(match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
         (KernelPath::Avx2, DType::Q2K) => avx2::q2_k,
         #[cfg(target_arch = "x86_64")]
@@ -291,7 +285,15 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
         (_, DType::Q4K) => portable::q4_k,
         (_, DType::Q5K) => portable::q5_k,
         _ => portable::q6_k,
-    })
+    });
+    #[cfg(target_arch = "x86_64")]
+    if path == KernelPath::Avx2 {
+        return Kernel {
+            four: avx2::k_rows4(dtype),
+            ..kernel
+        };
+    }
+    kernel
 }
 
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
