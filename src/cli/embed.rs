@@ -55,6 +55,9 @@ pub struct InputArgs {
     /// Print load time, encode time and texts/s to stderr.
     #[arg(long)]
     pub timings: bool,
+    /// Execution path of the encoder (graph: the model's graph section on the executor).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub path: super::run::PathChoice,
 }
 
 impl InputArgs {
@@ -95,8 +98,13 @@ impl InputArgs {
             config.threads = t as usize;
         }
         let dispatcher = Dispatcher::new(BackendChoice::parse(&self.backend)?, &config)?;
-        let encoder =
-            Encoder::new(Arc::new(model), dispatcher).map_err(|e| format!("{path}: {e}"))?;
+        let choice = match self.path {
+            super::run::PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
+            super::run::PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
+            super::run::PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
+        };
+        let encoder = Encoder::with_path(Arc::new(model), dispatcher, choice)
+            .map_err(|e| format!("{path}: {e}"))?;
         Ok((encoder, start.elapsed().as_secs_f64() * 1e3))
     }
 }

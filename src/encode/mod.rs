@@ -77,6 +77,7 @@ pub struct Classification {
 pub struct Encoder {
     model: Arc<Model>,
     bert: Bert,
+    graph: Option<crate::graph::GraphSession>,
     tokenizer: Tokenizer,
     dispatcher: Dispatcher,
     ctx: ExecContext,
@@ -94,6 +95,18 @@ impl std::fmt::Debug for Encoder {
 impl Encoder {
     /// Binds `model` (which must be a BertStyle encoder) to `dispatcher`.
     pub fn new(model: Arc<Model>, dispatcher: Dispatcher) -> Result<Encoder, ExecutionError> {
+        Encoder::with_path(model, dispatcher, crate::graph::PathChoice::Auto)
+    }
+
+    /// [`Encoder::new`] on the execution path `path` (`--path`): the graph
+    /// path runs the model's `graph` section on the executor (one sequence
+    /// per graph call); `--backend nox` always takes it. Classification is
+    /// curated only.
+    pub fn with_path(
+        model: Arc<Model>,
+        dispatcher: Dispatcher,
+        path: crate::graph::PathChoice,
+    ) -> Result<Encoder, ExecutionError> {
         if model.family != Some(Family::BertStyle) {
             let what = match model.family {
                 Some(Family::LlamaStyle) => {
@@ -115,9 +128,20 @@ impl Encoder {
         let tokenizer = Tokenizer::from_model(&model)?;
         let bert = Bert::new(model.clone())?;
         let ctx = ExecContext::new(dispatcher.threads());
+        let backend = crate::backend::BackendChoice::Named(dispatcher.primary().name().into());
+        let graph = match crate::graph::resolve_path(&model, path, &backend)? {
+            crate::loader::ExecPath::Graph => {
+                let chain =
+                    Dispatcher::with_chain(dispatcher.chain().to_vec(), dispatcher.threads());
+                let gm = crate::graph::GraphModel::new(model.clone(), chain, Default::default())?;
+                Some(Arc::new(gm).session()?)
+            }
+            _ => None,
+        };
         Ok(Encoder {
             model,
             bert,
+            graph,
             tokenizer,
             dispatcher,
             ctx,
@@ -127,6 +151,15 @@ impl Encoder {
     /// The loaded model file.
     pub fn model(&self) -> &Model {
         &self.model
+    }
+
+    /// The path `encode` runs on: `curated` or `graph`.
+    pub fn path_name(&self) -> &'static str {
+        if self.graph.is_some() {
+            "graph"
+        } else {
+            "curated"
+        }
     }
 
     /// The bound family (config, labels, raw `encode` / `classify`).
@@ -192,6 +225,9 @@ impl Encoder {
     /// batch (padded to its longest sequence).
     pub fn encode(&mut self, tokens: &[Vec<u32>]) -> Result<Hidden, ExecutionError> {
         let batch: Vec<&[u32]> = tokens.iter().map(Vec::as_slice).collect();
+        if let Some(session) = self.graph.as_mut() {
+            return crate::graph::bert::encode(session, &batch);
+        }
         self.bert.encode(&self.dispatcher, &mut self.ctx, &batch)
     }
 
@@ -200,6 +236,13 @@ impl Encoder {
         &mut self,
         tokens: &[Vec<u32>],
     ) -> Result<Vec<Classification>, ExecutionError> {
+        if self.graph.is_some() {
+            return Err(ExecutionError::InvalidConfig {
+                field: "path".into(),
+                reason: "classification runs on the curated path only (the graph has no head)"
+                    .into(),
+            });
+        }
         let batch: Vec<&[u32]> = tokens.iter().map(Vec::as_slice).collect();
         let logits = self
             .bert

@@ -13,7 +13,7 @@
 //! machine, so two runs compare by one line.
 
 use super::fuse;
-use super::ops::{self, GraphOp, RopeFreqs};
+use super::ops::{self, GraphOp, MaskKind, RopeFreqs};
 use super::{Graph, Source};
 use crate::backend::{
     nox, Backend, BackendChoice, BackendConfig, DispatchRecord, Dispatcher, ExecContext, Op,
@@ -569,9 +569,18 @@ impl GraphSession {
                 GraphOp::Sdpa { scale, mask } => {
                     let kv_len = rows[1].unwrap_or(ins[1].shape()[0]);
                     let sq = ins[0].shape().first().copied().unwrap_or(0);
+                    let keep = if *mask == MaskKind::Padding {
+                        let m = ins.pop().ok_or_else(|| err("no mask input".into()))?;
+                        let values = m
+                            .as_i32()
+                            .ok_or_else(|| err("the mask input must be host i32".into()))?;
+                        ops::padding_keep(values, kv_len).map_err(&err)?
+                    } else {
+                        Vec::new()
+                    };
                     Op::Sdpa {
                         scale: *scale,
-                        mask: ops::backend_mask(*mask),
+                        mask: ops::backend_mask(*mask, keep),
                         q_pos: kv_len
                             .checked_sub(sq)
                             .ok_or_else(|| err(format!("{sq} queries but {kv_len} keys")))?,

@@ -8,38 +8,13 @@
 //! output `Matmul`, sandwich norms, residual `Add`s, and the gated MLP; at the
 //! end the last row is sliced, normed and projected to `logits` `[1, vocab]`.
 
-use super::ir::{GraphDoc, InputDecl, NodeDecl, StateDecl};
+use super::build::Builder;
+use super::ir::{GraphDoc, InputDecl, StateDecl};
 use super::ops::{GraphOp, MaskKind, RopeFreqs};
 use crate::backend::Op;
 use crate::curated::llama::{Activation, LlamaConfig};
 use crate::error::ExecutionError;
 use crate::loader::{Config, Family};
-
-struct Builder {
-    nodes: Vec<NodeDecl>,
-    fresh: usize,
-}
-
-impl Builder {
-    fn node(&mut self, op: GraphOp, inputs: &[&str], outputs: &[&str]) {
-        self.nodes.push(NodeDecl {
-            id: self.nodes.len(),
-            op: op.name().to_string(),
-            inputs: inputs.iter().map(|s| s.to_string()).collect(),
-            outputs: outputs.iter().map(|s| s.to_string()).collect(),
-            attrs: op.attrs(),
-            backend_hint: None,
-        });
-    }
-
-    /// One output named `name` (made unique with a counter).
-    fn op1(&mut self, op: GraphOp, inputs: &[&str], name: &str) -> String {
-        self.fresh += 1;
-        let out = format!("{name}#{}", self.fresh);
-        self.node(op, inputs, &[&out]);
-        out
-    }
-}
 
 fn fixed(op: Op) -> GraphOp {
     GraphOp::Fixed(op)
@@ -70,10 +45,7 @@ pub fn llama_graph(
         .or(global_base);
     let rope_global = freqs(&c.inv_freq_global, c.rot_dim, global_base);
     let rope_local = freqs(&c.inv_freq_local, c.rot_dim, local_base);
-    let mut b = Builder {
-        nodes: Vec::new(),
-        fresh: 0,
-    };
+    let mut b = Builder::new();
     let norm = fixed(Op::RmsNorm {
         eps: c.eps,
         add_one: false,
@@ -255,6 +227,7 @@ pub fn graph_for(
 ) -> Option<Result<GraphDoc, ExecutionError>> {
     match Family::for_model_type(&config.model_type)? {
         Family::LlamaStyle => Some(llama_graph(config, has)),
+        Family::BertStyle => Some(super::bert::bert_graph(config, has)),
         _ => None,
     }
 }
@@ -287,7 +260,7 @@ pub fn emit_graph(
         .ok_or_else(|| ImportError::Unsupported {
             path: model.path().to_path_buf(),
             reason: format!(
-                "no graph writer for model_type '{}' (LlamaStyle models have one)",
+                "no graph writer for model_type '{}' (LlamaStyle and BertStyle models have one)",
                 model.config.model_type
             ),
         })?

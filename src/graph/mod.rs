@@ -8,12 +8,16 @@
 //!   a weight or an earlier node's output; shapes inferred with each op's
 //!   rule (`None` = a dynamic dimension); each violation is a load error
 //!   naming the node id and op.
-//! - [`llama`]: the graph writer of the LlamaStyle family.
+//! - [`llama`]: the graph writer of the LlamaStyle family (and [`llama::graph_for`],
+//!   the writer of any family).
+//! - [`bert`]: the BertStyle graph writer and the encoder call.
 //! - [`fuse`]: the fusion pass.
 //! - [`exec`]: the executor, one [`exec::GraphSession`] (KV cache) per conversation.
 //! - [`text`]: [`text::TextEngine`] / [`text::TextCache`], the curated-or-graph
 //!   hook for the text generator.
 
+pub mod bert;
+mod build;
 pub mod exec;
 pub mod fuse;
 pub mod ir;
@@ -204,13 +208,35 @@ fn probe_op(op: &GraphOp, infos: &[TensorInfo]) -> Result<(Op, Vec<TensorInfo>),
             (op, infos[..1].to_vec())
         }
         GraphOp::Sdpa { scale, mask } => {
+            let mut infos = infos.to_vec();
+            let keep = if *mask == MaskKind::Padding {
+                if infos.len() != 4 {
+                    return Err(format!(
+                        "the padding mask needs 4 inputs [q, k, v, mask], got {}",
+                        infos.len()
+                    ));
+                }
+                let m = infos
+                    .pop()
+                    .unwrap_or_else(|| TensorInfo::new(&[], DType::I32));
+                let keys = infos[1].shape.first().copied().unwrap_or(0);
+                if m.dtype != DType::I32 || m.shape.len() != 1 {
+                    return Err(format!(
+                        "input 3 (mask) must be i32 [keys], got {}{:?}",
+                        m.dtype, m.shape
+                    ));
+                }
+                ops::padding_keep(&vec![1; m.numel()], keys)?
+            } else {
+                Vec::new()
+            };
             let op = Op::Sdpa {
                 scale: *scale,
-                mask: ops::backend_mask(*mask),
+                mask: ops::backend_mask(*mask, keep),
                 q_pos: 0,
                 kv_len: None,
             };
-            (op, infos.to_vec())
+            (op, infos)
         }
         GraphOp::KvAppend => return Err("KvAppend is inferred from its state".into()),
     })

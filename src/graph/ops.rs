@@ -64,6 +64,9 @@ pub enum MaskKind {
     Causal,
     /// Causal, and at most `window` most recent keys.
     Sliding(usize),
+    /// Every query sees the keys a fourth input, `mask` (i32 `[T]`, nonzero =
+    /// a real token), keeps: the padding mask of an encoder.
+    Padding,
 }
 
 /// Rotation frequencies of a `Rope` node.
@@ -112,7 +115,8 @@ pub enum GraphOp {
         freqs: RopeFreqs,
     },
     /// `[Q [Sq, H, d], K [T, Hkv, d], V [T, Hkv, dv]] -> [O [Sq, H, dv]]`;
-    /// queries sit at the last Sq of the T key positions.
+    /// queries sit at the last Sq of the T key positions. With the padding
+    /// mask a fourth input `mask [T]` (i32) says which keys are real.
     Sdpa {
         /// Score scale; none = `1/sqrt(d)`.
         scale: Option<f32>,
@@ -336,9 +340,10 @@ impl GraphOp {
                     "none" => MaskKind::None,
                     "causal" => MaskKind::Causal,
                     "sliding" => MaskKind::Sliding(a.usize("window")?),
+                    "padding" => MaskKind::Padding,
                     m => {
                         return Err(format!(
-                            "attribute `mask`: `{m}` is not none, causal or sliding"
+                            "attribute `mask`: `{m}` is not none, causal, sliding or padding"
                         ))
                     }
                 };
@@ -482,6 +487,7 @@ impl GraphOp {
                         put("window", i(*w));
                         "sliding"
                     }
+                    MaskKind::Padding => "padding",
                 };
                 put("mask", toml::Value::String(m.into()));
             }
@@ -528,11 +534,25 @@ pub fn reshape_target(shape: &[i64], numel: usize) -> Option<Vec<usize>> {
     (out.iter().product::<usize>() == numel).then_some(out)
 }
 
-/// The backend mask of an Sdpa node.
-pub fn backend_mask(kind: MaskKind) -> Mask {
+/// The backend mask of an Sdpa node; `keep` is the per-key flag list of a
+/// padding mask (read from the node's `mask` input), unused by the others.
+pub fn backend_mask(kind: MaskKind, keep: Vec<bool>) -> Mask {
     match kind {
         MaskKind::None => Mask::None,
         MaskKind::Causal => Mask::Causal,
         MaskKind::Sliding(w) => Mask::Sliding(w),
+        MaskKind::Padding => Mask::Padding(keep),
     }
+}
+
+/// The per-key flags of an Sdpa padding-mask input (i32 values, nonzero =
+/// keep) for `keys` keys.
+pub fn padding_keep(mask: &[i32], keys: usize) -> Result<Vec<bool>, String> {
+    if mask.len() != keys {
+        return Err(format!(
+            "the padding mask has {} values for {keys} keys",
+            mask.len()
+        ));
+    }
+    Ok(mask.iter().map(|&m| m != 0).collect())
 }
