@@ -20,7 +20,8 @@ pub use config::{SpecialTokens, WhisperConfig};
 pub use decode::{Segment, Timings, TranscribeOptions, Transcript};
 
 use super::WeightBinder;
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
+use crate::dtype::DType;
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use crate::tokenizer::Tokenizer;
@@ -171,10 +172,27 @@ impl Whisper {
         let tokenizer = Tokenizer::from_model(&model)?;
         let b = WeightBinder::new(model, "WhisperStyle");
         let (d, n_mels) = (config.d_model, config.n_mels);
-        let conv = |p: &str, cin: usize| -> Result<Linear, ExecutionError> {
+        // The encoder's matmuls have 1500-3000 rows: on the cpu their weights are
+        // decoded to f32 once here, which the tiled matmul reads in place.
+        let widen = dispatcher.primary().name() == "cpu";
+        let wide = |l: Linear| -> Result<Linear, ExecutionError> {
             Ok(Linear {
+                w: if widen { f32_weight(&l.w)? } else { l.w },
+                b: l.b,
+            })
+        };
+        let conv = |p: &str, cin: usize| -> Result<Linear, ExecutionError> {
+            wide(Linear {
                 w: b.need_as(&format!("{p}.weight"), false, Some(&[d, cin * 3]))?,
                 b: Some(b.need(&format!("{p}.bias"), true)?),
+            })
+        };
+        let wide_attn = |a: Attn| -> Result<Attn, ExecutionError> {
+            Ok(Attn {
+                q: wide(a.q)?,
+                k: wide(a.k)?,
+                v: wide(a.v)?,
+                o: wide(a.o)?,
             })
         };
         let mel_filters = host(&b.need("model.mel_filters", true)?, &dispatcher)?;
@@ -183,10 +201,10 @@ impl Whisper {
                 let p = format!("model.encoder.layers.{i}");
                 Ok(EncoderLayer {
                     ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
-                    attn: b.attn(&format!("{p}.self_attn"))?,
+                    attn: wide_attn(b.attn(&format!("{p}.self_attn"))?)?,
                     ln2: b.norm(&format!("{p}.final_layer_norm"))?,
-                    fc1: b.linear(&format!("{p}.fc1"))?,
-                    fc2: b.linear(&format!("{p}.fc2"))?,
+                    fc1: wide(b.linear(&format!("{p}.fc1"))?)?,
+                    fc2: wide(b.linear(&format!("{p}.fc2"))?)?,
                 })
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
@@ -197,7 +215,14 @@ impl Whisper {
                     ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
                     self_attn: b.attn(&format!("{p}.self_attn"))?,
                     ln2: b.norm(&format!("{p}.encoder_attn_layer_norm"))?,
-                    cross: b.attn(&format!("{p}.encoder_attn"))?,
+                    cross: {
+                        let a = b.attn(&format!("{p}.encoder_attn"))?;
+                        Attn {
+                            k: wide(a.k)?,
+                            v: wide(a.v)?,
+                            ..a
+                        }
+                    },
                     ln3: b.norm(&format!("{p}.final_layer_norm"))?,
                     fc1: b.linear(&format!("{p}.fc1"))?,
                     fc2: b.linear(&format!("{p}.fc2"))?,
@@ -372,10 +397,7 @@ impl Whisper {
         let layers = (0..c.decoder_layers)
             .map(|_| {
                 let p = self.dispatcher.primary();
-                Ok((
-                    p.alloc(&shape, crate::dtype::DType::F32)?,
-                    p.alloc(&shape, crate::dtype::DType::F32)?,
-                ))
+                Ok((p.alloc(&shape, DType::F32)?, p.alloc(&shape, DType::F32)?))
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
         Ok(KvCache { layers, len: 0 })
@@ -483,6 +505,29 @@ impl Whisper {
         let lv = host(&logits, &self.dispatcher)?;
         Ok(lv.chunks(c.n_vocab).map(<[f32]>::to_vec).collect())
     }
+}
+
+/// Owner of a widened weight's values, seen as bytes (4-aligned, as f32 reads need).
+struct F32Bytes(Vec<f32>);
+
+impl AsRef<[u8]> for F32Bytes {
+    fn as_ref(&self) -> &[u8] {
+        bytemuck::cast_slice(&self.0)
+    }
+}
+
+/// `w` decoded to f32 and stored as an f32 weight tensor (the cpu matmuls read it in place).
+fn f32_weight(w: &Tensor) -> Result<Tensor, ExecutionError> {
+    let values = w.read_f32("whisper weight")?.to_vec();
+    let len = values.len() * 4;
+    let bytes = SharedBytes::new(Arc::new(F32Bytes(values)), 0..len).ok_or_else(|| {
+        ExecutionError::ShapeMismatch {
+            op: "whisper weight".into(),
+            expected: w.shape().to_vec(),
+            got: vec![len / 4],
+        }
+    })?;
+    Tensor::from_bytes(w.shape(), DType::F32, bytes, None)
 }
 
 /// im2col for a kernel-3, padding-1 convolution: row `t` holds, for each input

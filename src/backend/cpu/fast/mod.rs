@@ -4,6 +4,7 @@
 //! run the reference loops.
 
 mod attention;
+mod attention_block;
 mod elementwise;
 mod linear;
 mod par;
@@ -154,8 +155,13 @@ pub fn execute(
                 q_pos: *q_pos,
                 kv_len: kv_len.unwrap_or(infos[1].shape[0]),
             };
+            let blocked = attention_block::applies(&args, infos[0].shape[0]);
             one(ctx.tensor_with(shape0, false, |y| {
-                attention::sdpa(pool, &args, &q, &k, &v, y);
+                if blocked {
+                    attention_block::sdpa(pool, &args, &q, &k, &v, y);
+                } else {
+                    attention::sdpa(pool, &args, &q, &k, &v, y);
+                }
                 Ok(())
             })?)
         }
