@@ -1,6 +1,7 @@
 //! Fast element-wise ops, norms and softmax, parallel over rows when large.
 
-use super::super::reference::{gelu, gelu_tanh, silu};
+use super::super::kernels::gelu::gelu;
+use super::super::reference::{gelu_tanh, silu};
 use super::super::simd;
 use super::par::chunks;
 use crate::backend::Op;

@@ -12,6 +12,10 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
+mod gemm;
+pub mod gelu;
+#[cfg(target_arch = "x86_64")]
+mod gemm_avx2;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod portable;
@@ -182,6 +186,10 @@ pub fn matmul_with(
         return;
     }
     match dtype {
+        DType::F32 | DType::F16 | DType::BF16 if m >= gemm::MIN_ROWS => match gemm_micro(path) {
+            Some(micro) => gemm::matmul(micro, dtype, w, n, k, x, m, y),
+            None => run(float_kernel(path, dtype), w, row_bytes, n, x, k, m, y),
+        },
         DType::F32 | DType::F16 | DType::BF16 => {
             run(float_kernel(path, dtype), w, row_bytes, n, x, k, m, y);
         }
@@ -202,6 +210,18 @@ pub fn matmul_with(
             let acts = act::quantize_q8k(x, k, m);
             run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
         }
+    }
+}
+
+/// The micro-kernel of the register-blocked float GEMM on `path` (`None`: the path keeps its
+/// dot-product kernels).
+fn gemm_micro(path: KernelPath) -> Option<gemm::MicroKernel> {
+    match path {
+        KernelPath::Portable => Some(gemm::micro_portable),
+        #[cfg(target_arch = "x86_64")]
+        KernelPath::Avx2 => Some(gemm_avx2::micro),
+        #[allow(unreachable_patterns)]
+        _ => None,
     }
 }
 

@@ -1,0 +1,349 @@
+//! Register-blocked, cache-blocked matrix products for float weights (f32 / f16 / bf16) with
+//! many activation rows: `Y[m, n] = sum_k X[m, k] * W[n, k]`.
+//!
+//! The weight plays BLAS's `A` and the activations its `B`: a micro-kernel computes a tile of
+//! [`MR`] weight rows by [`NR`] activation rows, broadcasting one weight value per row and
+//! multiplying it with [`NR`] packed activation values per step, so every weight value feeds
+//! [`NR`] multiply-adds and every activation value [`MR`]. The activations are packed once per
+//! call into panels of [`NR`] rows (`panel[k][j] = X[p * NR + j][k]`, zero past `m`; `m * k`
+//! copies against `m * n * k` multiply-adds). f32 weights are read in place; f16 / bf16 rows
+//! are decoded to f32 a chunk at a time (the chunk is reused for every activation row of the
+//! task). A chunk holds as many weight rows as fit [`L2_BUDGET`], so it stays in L2 while
+//! every panel of the task passes over it. With many activation rows, tasks are blocks of
+//! them, each writing its own rows of `Y`; with few, tasks are blocks of weight rows, so that
+//! every weight is read from memory once. Tasks run on the current rayon pool.
+
+use crate::dtype::DType;
+use half::{bf16, f16};
+use rayon::prelude::*;
+
+/// Weight rows per micro-tile.
+pub(super) const MR: usize = 6;
+/// Activation rows per micro-tile (one packed panel).
+pub(super) const NR: usize = 16;
+/// From this many activation rows on, float matmuls run here (below, the dot-product kernels
+/// win: packing costs more than it saves).
+pub(super) const MIN_ROWS: usize = 8;
+/// Bytes of decoded weight rows one chunk may hold.
+const L2_BUDGET: usize = 192 * 1024;
+/// Most activation rows one task handles.
+const MAX_TASK_ROWS: usize = 64;
+
+/// A micro-kernel: `acc[i * NR + j] = sum_kk a[i * lda + kk] * b[kk * NR + j]` for `i < MR`,
+/// `j < NR`, `kk < k`.
+pub(super) type MicroKernel =
+    fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * NR]);
+
+/// The portable micro-kernel (plain Rust; the compiler vectorizes the inner loop).
+pub(super) fn micro_portable(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * NR]) {
+    assert!(
+        a.len() >= (MR - 1) * lda + k && b.len() >= k * NR,
+        "gemm: micro-tile bounds"
+    );
+    let mut c = [[0.0f32; NR]; MR];
+    for (kk, bv) in b.chunks_exact(NR).take(k).enumerate() {
+        for (i, ci) in c.iter_mut().enumerate() {
+            let av = a[i * lda + kk];
+            for (cij, &bj) in ci.iter_mut().zip(bv) {
+                *cij += av * bj;
+            }
+        }
+    }
+    for (dst, ci) in acc.chunks_exact_mut(NR).zip(&c) {
+        dst.copy_from_slice(ci);
+    }
+}
+
+/// The weight matrix `[n, k]` as the tasks read it.
+enum Source<'a> {
+    /// f32 values in place.
+    F32(&'a [f32]),
+    /// Encoded rows (f32 bytes that are not 4-aligned, f16 or bf16), decoded per chunk.
+    Encoded { dtype: DType, bytes: &'a [u8] },
+}
+
+impl Source<'_> {
+    /// Weight rows `n0..n1` as f32 with `k` values each, padded with zero rows to a multiple of
+    /// [`MR`] rows past the end of the matrix (`n`): a view of the weights where they are f32
+    /// and complete, else decoded into `buf`.
+    fn rows<'b>(
+        &'b self,
+        n0: usize,
+        n1: usize,
+        n: usize,
+        k: usize,
+        buf: &'b mut Vec<f32>,
+    ) -> &'b [f32] {
+        let padded = (n1 - n0).div_ceil(MR) * MR;
+        if let Source::F32(v) = self {
+            if n0 + padded <= n {
+                return &v[n0 * k..(n0 + padded) * k];
+            }
+        }
+        buf.clear();
+        buf.resize(padded * k, 0.0);
+        match self {
+            Source::F32(v) => buf[..(n1 - n0) * k].copy_from_slice(&v[n0 * k..n1 * k]),
+            Source::Encoded { dtype, bytes } => {
+                let width = dtype.block_bytes();
+                let src = &bytes[n0 * k * width..n1 * k * width];
+                for (o, c) in buf.iter_mut().zip(src.chunks_exact(width)) {
+                    *o = match (dtype, c) {
+                        (DType::F32, &[a, b, c, d]) => f32::from_le_bytes([a, b, c, d]),
+                        (DType::F16, &[a, b]) => f16::from_le_bytes([a, b]).to_f32(),
+                        (_, &[a, b]) => bf16::from_le_bytes([a, b]).to_f32(),
+                        _ => 0.0,
+                    };
+                }
+            }
+        }
+        buf
+    }
+}
+
+/// `Y[m, n] = sum_k X[m, k] * W[n, k]` for a row-major float weight `w` of `dtype`, with the
+/// micro-kernel `micro`. Shapes were checked by the caller (`w` holds `n * k` values of
+/// `dtype`, `x` `m * k`, `y` `m * n`).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul(
+    micro: MicroKernel,
+    dtype: DType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    x: &[f32],
+    m: usize,
+    y: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        y.fill(0.0);
+        return;
+    }
+    let aligned = match dtype {
+        DType::F32 if cfg!(target_endian = "little") => bytemuck::try_cast_slice::<u8, f32>(w).ok(),
+        _ => None,
+    };
+    let src = match aligned {
+        Some(v) => Source::F32(v),
+        None => Source::Encoded { dtype, bytes: w },
+    };
+    let threads = rayon::current_num_threads().max(1);
+    let chunk = ((L2_BUDGET / (4 * k)) / MR).max(1) * MR;
+    if m.div_ceil(NR) >= 4 * threads {
+        // Many activation rows: tasks take blocks of them (each passes over all weights).
+        let task_rows = m
+            .div_ceil(threads)
+            .div_ceil(NR)
+            .clamp(1, MAX_TASK_ROWS / NR)
+            * NR;
+        y.par_chunks_mut(task_rows * n)
+            .zip(x.par_chunks(task_rows * k))
+            .for_each(|(yt, xt)| {
+                let packed = pack(xt, k);
+                let mut buf = Vec::new();
+                for n0 in (0..n).step_by(chunk) {
+                    let cols = n0..(n0 + chunk).min(n);
+                    block(micro, &src, n, k, &packed, cols, yt, (n, 0), &mut buf);
+                }
+            });
+        return;
+    }
+    // Few activation rows: tasks take blocks of weight rows, so that every weight is read
+    // once (the product is bound by reading the weights), each into its own columns.
+    let packed = pack(x, k);
+    let chunk = chunk.min(n.div_ceil(4 * threads).div_ceil(MR) * MR);
+    let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(chunk))
+        .into_par_iter()
+        .map(|c| {
+            let cols = c * chunk..((c + 1) * chunk).min(n);
+            let width = cols.len();
+            let mut out = vec![0.0f32; m * width];
+            let n0 = cols.start;
+            block(
+                micro,
+                &src,
+                n,
+                k,
+                &packed,
+                cols,
+                &mut out,
+                (width, n0),
+                &mut Vec::new(),
+            );
+            (n0, out)
+        })
+        .collect();
+    for (n0, out) in parts {
+        let width = out.len() / m;
+        for (yr, or) in y.chunks_exact_mut(n).zip(out.chunks_exact(width)) {
+            yr[n0..n0 + width].copy_from_slice(or);
+        }
+    }
+}
+
+/// Activation rows `x` (`k` values each) as panels of [`NR`] rows, `panel[kk][j] = x[j][kk]`,
+/// zero past the last row.
+fn pack(x: &[f32], k: usize) -> Vec<f32> {
+    let rows = x.len() / k;
+    let mut packed = vec![0.0f32; rows.div_ceil(NR) * k * NR];
+    for (r, xr) in x.chunks_exact(k).enumerate() {
+        let (p, j) = (r / NR, r % NR);
+        let panel = &mut packed[p * k * NR..(p + 1) * k * NR];
+        for (dst, &v) in panel.iter_mut().skip(j).step_by(NR).zip(xr) {
+            *dst = v;
+        }
+    }
+    packed
+}
+
+/// The weight rows `cols` (output columns) against every packed panel: `y[r * ld + c - c0]`
+/// for activation row `r` and column `c`, where `(ld, c0) = layout`; the rows of `y` past the
+/// activation rows are not written.
+#[allow(clippy::too_many_arguments)]
+fn block(
+    micro: MicroKernel,
+    src: &Source,
+    n: usize,
+    k: usize,
+    packed: &[f32],
+    cols: std::ops::Range<usize>,
+    y: &mut [f32],
+    layout: (usize, usize),
+    buf: &mut Vec<f32>,
+) {
+    let (ld, c0) = layout;
+    let rows = y.len().div_ceil(ld);
+    let (n0, n1) = (cols.start, cols.end);
+    let a = src.rows(n0, n1, n, k, buf);
+    let mut acc = [0.0f32; MR * NR];
+    for (p, b) in packed.chunks_exact(k * NR).enumerate() {
+        let valid = rows.saturating_sub(p * NR).min(NR);
+        for t in (0..n1 - n0).step_by(MR) {
+            micro(&a[t * k..], k, b, k, &mut acc);
+            let tile_rows = (n1 - n0 - t).min(MR);
+            for j in 0..valid {
+                let start = (p * NR + j) * ld + n0 + t - c0;
+                for (i, o) in y[start..start + tile_rows].iter_mut().enumerate() {
+                    *o = acc[i * NR + j];
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    fn micros() -> Vec<(&'static str, MicroKernel)> {
+        let mut v: Vec<(&'static str, MicroKernel)> = vec![("portable", micro_portable)];
+        #[cfg(target_arch = "x86_64")]
+        {
+            // Every x86-64 machine this project runs on has AVX2; fail rather than skip if not.
+            assert!(
+                super::super::KernelPath::Avx2.available(),
+                "AVX2+FMA not detected"
+            );
+            v.push(("avx2", super::super::gemm_avx2::micro));
+        }
+        v
+    }
+
+    fn encode(dtype: DType, w: &[f32]) -> Vec<u8> {
+        match dtype {
+            DType::F32 => w.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            DType::F16 => w
+                .iter()
+                .flat_map(|&v| f16::from_f32(v).to_le_bytes())
+                .collect(),
+            _ => w
+                .iter()
+                .flat_map(|&v| bf16::from_f32(v).to_le_bytes())
+                .collect(),
+        }
+    }
+
+    /// The value `dtype` stores for `v`.
+    fn stored(dtype: DType, v: f32) -> f64 {
+        match dtype {
+            DType::F32 => v as f64,
+            DType::F16 => f16::from_f32(v).to_f32() as f64,
+            _ => bf16::from_f32(v).to_f32() as f64,
+        }
+    }
+
+    /// Every output against an f64 sum over the stored weights, within f32 rounding of the
+    /// sum of |terms|.
+    fn check(micro: MicroKernel, dtype: DType, m: usize, n: usize, k: usize, misalign: bool) {
+        let mut rng = ChaCha8Rng::seed_from_u64((m * 131 + n * 7 + k) as u64);
+        let w: Vec<f32> = (0..n * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+        let mut bytes = vec![0u8; usize::from(misalign)];
+        bytes.extend(encode(dtype, &w));
+        let wb = &bytes[usize::from(misalign)..];
+        let mut y = vec![f32::NAN; m * n];
+        matmul(micro, dtype, wb, n, k, &x, m, &mut y);
+        for r in 0..m {
+            for c in 0..n {
+                let (mut want, mut mag) = (0.0f64, 0.0f64);
+                for kk in 0..k {
+                    let t = stored(dtype, w[c * k + kk]) * x[r * k + kk] as f64;
+                    want += t;
+                    mag += t.abs();
+                }
+                let got = y[r * n + c] as f64;
+                // The worst-case bound of f32 summation (a dropped or doubled term is far larger).
+                let tol = mag * (k + 2) as f64 * f32::EPSILON as f64 + 1e-6;
+                assert!(
+                    (got - want).abs() <= tol,
+                    "{dtype} m={m} n={n} k={k} misalign={misalign}: y[{r},{c}] = {got}, want {want}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn awkward_shapes_match_the_f64_reference() {
+        for (name, micro) in micros() {
+            for &(m, n, k) in &[
+                (1, 1, 1),
+                (3, 5, 7),
+                (17, 13, 3),
+                (16, 6, 16),
+                (33, 255, 17),
+                (8, 4097, 3),
+                (100, 7, 384),
+                (65, 50, 1),
+                // Enough activation rows for tasks over them (at most 8 threads here).
+                (513, 37, 40),
+                (529, 5, 2),
+            ] {
+                for dtype in [DType::F32, DType::F16, DType::BF16] {
+                    eprintln!("{name} {dtype} {m}x{n}x{k}");
+                    check(micro, dtype, m, n, k, false);
+                }
+                check(micro, DType::F32, m, n, k, true);
+            }
+        }
+    }
+
+    #[test]
+    fn long_rows_use_several_chunks() {
+        // k = 4097 puts fewer than MR rows of 4 * k bytes over the chunk budget boundary.
+        for (_, micro) in micros() {
+            check(micro, DType::F32, 20, 19, 4097, false);
+        }
+    }
+
+    #[test]
+    fn empty_k_gives_zeros() {
+        let mut y = vec![1.0f32; 9 * 4];
+        matmul(micro_portable, DType::F32, &[], 4, 0, &[], 9, &mut y);
+        assert!(y.iter().all(|&v| v == 0.0));
+    }
+}
