@@ -1,23 +1,66 @@
 #!/usr/bin/env bash
-# wgpu backend on the H200 (device tool): adapter report, greedy parity wgpu vs
-# cpu on a tiny random Llama, and `cyb-llm bench` on a Llama-3-8B-shaped Q4_0
-# GGUF with seeded random weights generated there. Carry: .gl .devbin
-# (.devbin = stripped release binary, vocab GGUF, gguf-py package).
-set -x
+# wgpu backend on the H200 (device tool), in two back-to-back calls (the
+# machine stays warm in between, so /tmp/cyb survives):
+#
+#   scripts/wgpu-h200.sh bench   carry .gl .wgbin .xfer1
+#   scripts/wgpu-h200.sh smol    carry .xfer2
+#
+# .wgbin = stripped release binary, ggml-vocab-llama-bpe.gguf (vocab.gguf),
+# the gguf-py package (py/); .xfer1/.xfer2 = the two halves of SmolLM2-135M's
+# Q4_1 GGUF, xz-compressed (scripts/wgpu-h200-split.sh makes them: the file
+# is larger than one call may carry).
+#
+# bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
+#   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
+#   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
+# smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
+#   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
+phase=${1:?bench or smol}
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-B=.devbin/cyb-llm
-M=/tmp/models; mkdir -p $M
-nvidia-smi --query-gpu=name,driver_version,memory.used --format=csv
-$B backends
-export PYTHONPATH=.devbin/py
-python3 scripts/make_random_llama_gguf.py .devbin/vocab.gguf $M/tiny.gguf --shape tiny
-$B import $M/tiny.gguf -o $M/tiny.model
-for b in cpu wgpu; do $B run $M/tiny.model -p "The capital of France is" -n 16 --temp 0 --no-chat --backend $b --timings; done
-time python3 scripts/make_random_llama_gguf.py .devbin/vocab.gguf $M/l8b.gguf --shape 8b
-time $B import $M/l8b.gguf -o $M/l8b.model
-rm -f $M/l8b.gguf
-$B run $M/l8b.model -p "The capital of France is" -n 32 --temp 0 --no-chat --backend wgpu --timings
-$B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 2
-$B bench $M/l8b.model --backend cpu -p 0 -n 16 -r 1
+B=$PWD/.wgbin/cyb-llm
+M=/tmp/cyb; mkdir -p $M
+say() { echo "=== $*"; }
+greedy() { # model backend
+  $B run "$1" -p "The capital of France is" -n 16 --temp 0 --no-chat --backend "$2" --json \
+    | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
+}
+parity() { # model label
+  local c w w2
+  c=$(greedy "$1" cpu); w=$(greedy "$1" wgpu); w2=$(greedy "$1" wgpu)
+  say "$2 cpu : $c"; say "$2 wgpu: $w"; say "$2 wgpu again: $w2"
+  [ "$c" = "$w" ] && [ "$w" = "$w2" ] && say "$2 PARITY OK" || say "$2 PARITY FAIL"
+}
+case $phase in
+bench)
+  cp .xfer1/* $M/
+  nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
+  $B backends
+  export PYTHONPATH=$PWD/.wgbin/py
+  python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/tiny.gguf --shape tiny
+  $B import $M/tiny.gguf -o $M/tiny.model >/dev/null
+  parity $M/tiny.model tiny
+  time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
+  time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
+  rm -f $M/l8b.gguf
+  say "8b profile (run -n 64, CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  say "8b run"
+  $B run $M/l8b.model -p "The capital of France is" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  ;;
+smol)
+  [ -s $M/smol.gguf ] || cat $M/smol.xz.a .xfer2/smol.xz.b | python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' > $M/smol.gguf
+  sha256sum $M/smol.gguf
+  $B import $M/smol.gguf -o $M/smol.model >/dev/null
+  parity $M/smol.model smollm2
+  say "smollm2 profile"
+  CYB_WGPU_PROFILE=1 $B run $M/smol.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  say "smollm2 bench"
+  $B bench $M/smol.model --backend wgpu,cpu -p 512 -n 128 -r 3
+  say "8b bench again"
+  [ -f $M/l8b.model ] && $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+  ;;
+esac

@@ -68,8 +68,15 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var s = -3.4028235e38;
         if j < hi {
             let kb = j * kstride + kvh * d;
-            var dot = 0.0;
-            for (var k = 0u; k < d; k++) {
+            // Four independent sums: four key loads in flight.
+            var dot4 = vec4<f32>();
+            var k = 0u;
+            for (; k + 4u <= d; k += 4u) {
+                dot4 += vec4<f32>(qs[k], qs[k + 1u], qs[k + 2u], qs[k + 3u])
+                    * vec4<f32>(kc[kb + k], kc[kb + k + 1u], kc[kb + k + 2u], kc[kb + k + 3u]);
+            }
+            var dot = dot4.x + dot4.y + dot4.z + dot4.w;
+            for (; k < d; k++) {
                 dot += qs[k] * kc[kb + k];
             }
             s = dot * scale;
@@ -88,9 +95,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var c = 0u; c < 4u; c++) {
             let k = t + c * WG;
             if k < dv {
-                var a = acc[c] * alpha;
-                for (var jj = 0u; jj < n; jj++) {
-                    a += ps[jj] * vc[(j0 + jj) * vstride + kvh * dv + k];
+                let vb = j0 * vstride + kvh * dv + k;
+                var a4 = vec4<f32>();
+                var jj = 0u;
+                for (; jj + 4u <= n; jj += 4u) {
+                    let v0 = vb + jj * vstride;
+                    a4 += vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u])
+                        * vec4<f32>(vc[v0], vc[v0 + vstride], vc[v0 + 2u * vstride], vc[v0 + 3u * vstride]);
+                }
+                var a = acc[c] * alpha + (a4.x + a4.y + a4.z + a4.w);
+                for (; jj < n; jj++) {
+                    a += ps[jj] * vc[vb + jj * vstride];
                 }
                 acc[c] = a;
             }

@@ -233,3 +233,164 @@ fn q_q6_k(rb: u32, sb: u32, i: u32) -> f32 {
     let sc = i8at(b + 192u + 8u * half + i / 16u + 2u * quarter);
     return sc * (f32(lo | (hi << 4u)) - 32.0);
 }
+
+// Matvec parts (shaders/matvec.wgsl): the dot product of 8 values of sub-block
+// sb of the row at byte rb (values 4qq..4qq+3 with xa, 16+4qq..16+4qq+3 with
+// xb; xa/xb are zero past K) decoded from whole 32-bit words.
+
+// The 32-bit little-endian word at any byte offset.
+// Branch-free (neighbouring threads differ in alignment); the second word may
+// lie past the buffer when the offset is aligned (a robust load, unused).
+fn u32at(o: u32) -> u32 {
+    let i = o >> 2u;
+    let s = (o & 3u) * 8u;
+    let lo = w[i];
+    let hi = w[i + 1u];
+    return select((lo >> s) | (hi << ((32u - s) & 31u)), lo, s == 0u);
+}
+
+// The four bytes of a word as values.
+fn bytes4(q: u32) -> vec4<f32> {
+    return vec4<f32>(f32(q & 255u), f32((q >> 8u) & 255u), f32((q >> 16u) & 255u), f32(q >> 24u));
+}
+
+// The four bytes of a word as signed values.
+fn sbytes4(q: u32) -> vec4<f32> {
+    let v = vec4<i32>(i32(q << 24u), i32(q << 16u), i32(q << 8u), i32(q)) >> vec4<u32>(24u);
+    return vec4<f32>(v);
+}
+
+fn hsum(v: vec4<f32>) -> f32 {
+    return v.x + v.y + v.z + v.w;
+}
+
+// Any encoding, value by value through blk_sm / blk_q.
+fn mvp_generic(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let sm = blk_sm(rb, sb);
+    var dq = 0.0;
+    for (var i = 0u; i < 4u; i++) {
+        let ia = qq * 4u + i;
+        if sb * 32u + ia < kk {
+            dq += blk_q(rb, sb, ia) * xa[i];
+        }
+        if sb * 32u + ia + 16u < kk {
+            dq += blk_q(rb, sb, ia + 16u) * xb[i];
+        }
+    }
+    return sm.x * dq + sm.y * (hsum(xa) + hsum(xb));
+}
+
+// Four f16 values from element k on (zero past K).
+fn f16x4(rb: u32, k: u32, kk: u32) -> vec4<f32> {
+    if k + 4u <= kk {
+        let o = rb + 2u * k;
+        return vec4<f32>(unpack2x16float(u32at(o)), unpack2x16float(u32at(o + 4u)));
+    }
+    var v = vec4<f32>();
+    for (var i = 0u; i < 4u; i++) {
+        if k + i < kk {
+            v[i] = f16at(rb + 2u * (k + i));
+        }
+    }
+    return v;
+}
+
+fn mvp_f16(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let k0 = sb * 32u + qq * 4u;
+    return dot(f16x4(rb, k0, kk), xa) + dot(f16x4(rb, k0 + 16u, kk), xb);
+}
+
+// Four f32 values from element k on (zero past K).
+fn f32x4(rb: u32, k: u32, kk: u32) -> vec4<f32> {
+    let i = (rb >> 2u) + k;
+    if k + 4u <= kk {
+        return bitcast<vec4<f32>>(vec4<u32>(w[i], w[i + 1u], w[i + 2u], w[i + 3u]));
+    }
+    var v = vec4<f32>();
+    for (var j = 0u; j < 4u; j++) {
+        if k + j < kk {
+            v[j] = bitcast<f32>(w[i + j]);
+        }
+    }
+    return v;
+}
+
+fn mvp_f32(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let k0 = sb * 32u + qq * 4u;
+    return dot(f32x4(rb, k0, kk), xa) + dot(f32x4(rb, k0 + 16u, kk), xb);
+}
+
+fn mvp_q8_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + sb * 34u;
+    let o = b + 2u + qq * 4u;
+    return f16at(b) * (dot(sbytes4(u32at(o)), xa) + dot(sbytes4(u32at(o + 16u)), xb));
+}
+
+fn mvp_q4_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + sb * 18u;
+    let q = u32at(b + 2u + qq * 4u);
+    let lo = bytes4(q & 0x0f0f0f0fu) - vec4<f32>(8.0);
+    let hi = bytes4((q >> 4u) & 0x0f0f0f0fu) - vec4<f32>(8.0);
+    return f16at(b) * (dot(lo, xa) + dot(hi, xb));
+}
+
+fn mvp_q4_1(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + sb * 20u;
+    let dm = unpack2x16float(w[b >> 2u]);
+    let q = w[(b >> 2u) + 1u + qq];
+    let lo = bytes4(q & 0x0f0f0f0fu);
+    let hi = bytes4((q >> 4u) & 0x0f0f0f0fu);
+    return dm.x * (dot(lo, xa) + dot(hi, xb)) + dm.y * (hsum(xa) + hsum(xb));
+}
+
+// Bits 4qq..4qq+3 of qh spread to bit 4 of four bytes.
+fn hbits4(qh: u32, first: u32) -> u32 {
+    let h = (qh >> first) & 15u;
+    return ((h & 1u) | ((h & 2u) << 7u) | ((h & 4u) << 14u) | ((h & 8u) << 21u)) << 4u;
+}
+
+fn mvp_q5_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + sb * 22u;
+    let qh = u32at(b + 2u);
+    let q = u32at(b + 6u + qq * 4u);
+    let lo = bytes4((q & 0x0f0f0f0fu) | hbits4(qh, qq * 4u)) - vec4<f32>(16.0);
+    let hi = bytes4(((q >> 4u) & 0x0f0f0f0fu) | hbits4(qh, 16u + qq * 4u)) - vec4<f32>(16.0);
+    return f16at(b) * (dot(lo, xa) + dot(hi, xb));
+}
+
+fn mvp_q5_1(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + sb * 24u;
+    let dm = unpack2x16float(w[b >> 2u]);
+    let qh = w[(b >> 2u) + 1u];
+    let q = w[(b >> 2u) + 2u + qq];
+    let lo = bytes4((q & 0x0f0f0f0fu) | hbits4(qh, qq * 4u));
+    let hi = bytes4(((q >> 4u) & 0x0f0f0f0fu) | hbits4(qh, 16u + qq * 4u));
+    return dm.x * (dot(lo, xa) + dot(hi, xb)) + dm.y * (hsum(xa) + hsum(xb));
+}
+
+fn mvp_q4_k(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let sm = sm_q4_k(rb, sb);
+    let sub = sb % 8u;
+    let o = rb + (sb / 8u) * 144u + 16u + 32u * (sub / 2u) + 4u * qq;
+    let sh = (sub & 1u) * 4u;
+    let va = bytes4((w[o >> 2u] >> sh) & 0x0f0f0f0fu);
+    let vb = bytes4((w[(o >> 2u) + 4u] >> sh) & 0x0f0f0f0fu);
+    return sm.x * (dot(va, xa) + dot(vb, xb)) + sm.y * (hsum(xa) + hsum(xb));
+}
+
+fn mvp_q6_k(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+    let b = rb + (sb / 8u) * 210u;
+    let sub = sb % 8u;
+    let half = sub / 4u;
+    let quarter = sub % 4u;
+    let ol = b + 64u * half + (quarter & 1u) * 32u + 4u * qq;
+    let shl = select(0u, 4u, quarter >= 2u);
+    let oh = b + 128u + 32u * half + 4u * qq;
+    let shh = 2u * quarter;
+    let qa = ((u32at(ol) >> shl) & 0x0f0f0f0fu) | (((u32at(oh) >> shh) & 0x03030303u) << 4u);
+    let qb = ((u32at(ol + 16u) >> shl) & 0x0f0f0f0fu) | (((u32at(oh + 16u) >> shh) & 0x03030303u) << 4u);
+    let s = b + 192u + 8u * half + 2u * quarter;
+    let va = bytes4(qa) - vec4<f32>(32.0);
+    let vb = bytes4(qb) - vec4<f32>(32.0);
+    return f16at(b + 208u) * (i8at(s) * dot(va, xa) + i8at(s + 1u) * dot(vb, xb));
+}

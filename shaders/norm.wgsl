@@ -6,8 +6,8 @@
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-const WG: u32 = 64u;
-var<workgroup> red: array<f32, 64>;
+const WG: u32 = 256u;
+var<workgroup> red: array<f32, 256>;
 
 fn reduce_sum(t: u32, v: f32) -> f32 {
     red[t] = v;
@@ -23,7 +23,7 @@ fn reduce_sum(t: u32, v: f32) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let row = flat_group(wid);
     let d = p.a.y;

@@ -1,5 +1,6 @@
-// RoPE on x [S, H, d] with per-row cos/sin tables [S, rot/2] (rows already at
-// positions pos..pos+S). a = (S, H, d, rot), b.x = style (0 neox, 1 normal).
+// RoPE on x [S, H, d] with cos/sin tables of rot/2 values per position, rows
+// b.y .. b.y + S used. a = (S, H, d, rot), b.x = style (0 neox, 1 normal),
+// b.y = first table row.
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> cs: array<f32>;
 @group(0) @binding(2) var<storage, read> sn: array<f32>;
@@ -38,8 +39,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
         i1 = row + 2u * pair;
         i2 = i1 + 1u;
     }
-    let c = cs[s * half + pair];
-    let sv = sn[s * half + pair];
+    let c = cs[(p.b.y + s) * half + pair];
+    let sv = sn[(p.b.y + s) * half + pair];
     let x1 = x[i1];
     let x2 = x[i2];
     y[i] = select(x1 * sv + x2 * c, x1 * c - x2 * sv, first);

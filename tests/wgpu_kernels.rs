@@ -29,7 +29,11 @@ fn gpu() -> &'static WgpuBackend {
 /// Runs `op` on wgpu and on the reference; every output within `tol` (error
 /// denominator floored at `floor`). Returns the wgpu outputs.
 fn check(op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
-    let g = gpu();
+    check_on(gpu(), op, inputs, tol, floor)
+}
+
+/// [`check`] on backend `g`.
+fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
     let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
     assert!(
         g.supports(op, &infos),
@@ -86,6 +90,29 @@ fn matmul_every_dtype_matches_reference() {
             let w = rand_weight(&mut r, &[37, k], dtype);
             let floor = matmul_typical(&x, &w);
             check(&Op::Matmul, &[x, w], 1e-4, floor);
+        }
+    }
+}
+
+/// The decode matvec (one input row) over several loop turns of its
+/// workgroup (K above 32 x 128 / 4 values) and a row count that is no
+/// multiple of its 4 rows per workgroup, with the subgroup reduction (when the
+/// adapter has SUBGROUP) and with the workgroup-memory one.
+#[test]
+fn matvec_long_rows_both_reductions_match_reference() {
+    let mut r = rng("matvec_long_rows_both_reductions_match_reference");
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    for dtype in MATMUL_DTYPES {
+        let k = match dtype.block_values() {
+            1 => 1091,
+            32 => 1120,
+            _ => 1280,
+        };
+        let x = rand_tensor(&mut r, &[1, k]);
+        let w = rand_weight(&mut r, &[13, k], dtype);
+        let floor = matmul_typical(&x, &w);
+        for g in [gpu(), &plain] {
+            check_on(g, &Op::Matmul, &[x.clone(), w.clone()], 1e-4, floor);
         }
     }
 }

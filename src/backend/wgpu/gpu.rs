@@ -17,6 +17,11 @@ const PARAM_SLOTS: u64 = 4096;
 /// Threads per workgroup of the flat-grid kernels.
 pub const WG: u64 = 64;
 
+/// Dispatches per batch that get GPU timestamps when profiling.
+const PROFILED: usize = 2048;
+/// Bind groups kept before the cache is emptied.
+const BIND_GROUPS: usize = 16384;
+
 /// Kernel parameters: 32 words, floats bitcast (see shaders/common.wgsl).
 pub type Params = [u32; 32];
 
@@ -64,12 +69,31 @@ impl Alive {
 /// Work recorded but not yet submitted.
 pub struct Recorder {
     encoder: Option<wgpu::CommandEncoder>,
+    /// The open compute pass of `encoder`: consecutive dispatches share one
+    /// (a copy or the submit closes it; profiling gives each its own).
+    pass: Option<wgpu::ComputePass<'static>>,
     params: Vec<u8>,
     slots: u64,
     /// Frame allocator for activations.
     pub alloc: GpuFrameAllocator,
     submits: u64,
+    /// Kernel of each timestamped dispatch of this batch (profiling only).
+    profiled: Vec<String>,
 }
+
+/// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
+/// adapter with TIMESTAMP_QUERY).
+struct Profiler {
+    set: wgpu::QuerySet,
+    resolve: wgpu::Buffer,
+    staging: wgpu::Buffer,
+    period_ns: f64,
+    totals: Mutex<HashMap<String, (f64, u64)>>,
+}
+
+/// Bind groups by (kernel, parameter slot, buffers): a decode step records the
+/// same dispatches on the same pooled buffers every time, so they are reused.
+type BindGroups = HashMap<(String, u64, Vec<wgpu::Buffer>), wgpu::BindGroup>;
 
 /// The device and everything that lives as long as it.
 pub struct Gpu {
@@ -87,6 +111,8 @@ pub struct Gpu {
     pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
     rec: Mutex<Recorder>,
     weights: Mutex<HashMap<WeightKey, (Alive, Arc<Weight>)>>,
+    bind_groups: Mutex<BindGroups>,
+    profiler: Option<Profiler>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -102,6 +128,12 @@ fn oom(bytes: u64) -> ExecutionError {
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const DEQUANT: &str = include_str!("../../../shaders/dequant.wgsl");
+
+/// Encodings with a word-wise matvec decoder (`mvp_*` in shaders/dequant.wgsl);
+/// the others go value by value (`mvp_generic`).
+const MATVEC_WORDS: [&str; 9] = [
+    "f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k",
+];
 
 /// WGSL name suffix of the in-kernel decoder for `dtype`, if there is one.
 pub fn deq_name(dtype: DType) -> Option<&'static str> {
@@ -131,6 +163,7 @@ fn kernel_source(name: &str) -> Option<&'static str> {
         "argmax" => include_str!("../../../shaders/argmax.wgsl"),
         "rope" => include_str!("../../../shaders/rope.wgsl"),
         "attention" => include_str!("../../../shaders/attention.wgsl"),
+        "matvec" => include_str!("../../../shaders/matvec.wgsl"),
         _ => return None,
     })
 }
@@ -150,6 +183,29 @@ impl Gpu {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
+        let profiler = (std::env::var_os("CYB_WGPU_PROFILE").is_some_and(|v| v != "0")
+            && features.contains(wgpu::Features::TIMESTAMP_QUERY))
+        .then(|| Profiler {
+            set: device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("profile"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2 * PROFILED as u32,
+            }),
+            resolve: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("profile resolve"),
+                size: 16 * PROFILED as u64,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            }),
+            staging: device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("profile staging"),
+                size: 16 * PROFILED as u64,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+            period_ns: queue.get_timestamp_period() as f64,
+            totals: Mutex::new(HashMap::new()),
+        });
         Gpu {
             device,
             queue,
@@ -160,13 +216,54 @@ impl Gpu {
             pipelines: Mutex::new(HashMap::new()),
             rec: Mutex::new(Recorder {
                 encoder: None,
+                pass: None,
                 params: Vec::new(),
                 slots: 0,
                 alloc: GpuFrameAllocator::new(),
                 submits: 0,
+                profiled: Vec::new(),
             }),
             weights: Mutex::new(HashMap::new()),
+            bind_groups: Mutex::new(HashMap::new()),
+            profiler,
         }
+    }
+
+    /// Per-kernel GPU time so far: (kernel, milliseconds, dispatches), longest
+    /// first; empty unless profiling (`CYB_WGPU_PROFILE=1`, TIMESTAMP_QUERY).
+    pub fn profile(&self) -> Vec<(String, f64, u64)> {
+        let Some(pr) = &self.profiler else {
+            return Vec::new();
+        };
+        let mut v: Vec<_> = lock(&pr.totals)
+            .iter()
+            .map(|(k, (ns, n))| (k.clone(), ns / 1e6, *n))
+            .collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v
+    }
+
+    /// Bytes of GPU memory the allocator holds for live resources, after
+    /// finished work has released what it kept alive (None when the adapter's
+    /// allocator gives no report).
+    pub fn memory_bytes(&self) -> Option<u64> {
+        self.evict_dead();
+        let _ = self.device.poll(wgpu::PollType::wait_indefinitely());
+        self.device
+            .generate_allocator_report()
+            .map(|r| r.total_allocated_bytes)
+    }
+
+    /// Forgets weights whose owner dropped them, and with them every cached
+    /// bind group (which would keep their buffers alive).
+    fn evict_dead(&self) -> usize {
+        let mut map = lock(&self.weights);
+        let before = map.len();
+        map.retain(|_, (alive, _)| alive.alive());
+        if map.len() < before {
+            lock(&self.bind_groups).clear();
+        }
+        map.len()
     }
 
     /// The largest buffer one binding may cover.
@@ -184,17 +281,49 @@ impl Gpu {
     /// Submits everything recorded so far (one submit) and lets released
     /// buffers be reused.
     pub fn flush(&self, rec: &mut Recorder) {
-        if let Some(enc) = rec.encoder.take() {
+        rec.pass = None;
+        if let Some(mut enc) = rec.encoder.take() {
             if rec.slots > 0 {
                 self.queue.write_buffer(&self.params, 0, &rec.params);
             }
+            let n = rec.profiled.len() as u64;
+            if let (Some(pr), true) = (&self.profiler, n > 0) {
+                enc.resolve_query_set(&pr.set, 0..2 * n as u32, &pr.resolve, 0);
+                enc.copy_buffer_to_buffer(&pr.resolve, 0, &pr.staging, 0, 16 * n);
+            }
             self.queue.submit([enc.finish()]);
             rec.submits += 1;
+            if let (Some(pr), true) = (&self.profiler, n > 0) {
+                self.collect_profile(pr, &std::mem::take(&mut rec.profiled));
+            }
         }
         rec.params.clear();
         rec.slots = 0;
         rec.alloc.recycle();
-        lock(&self.weights).retain(|_, (alive, _)| alive.alive());
+        self.evict_dead();
+    }
+
+    /// Waits for the batch and adds its timestamped dispatches to the totals.
+    fn collect_profile(&self, pr: &Profiler, kernels: &[String]) {
+        let slice = pr.staging.slice(..16 * kernels.len() as u64);
+        slice.map_async(wgpu::MapMode::Read, |_| {});
+        if self
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .is_err()
+        {
+            return;
+        }
+        if let Ok(view) = slice.get_mapped_range() {
+            let ticks: Vec<u64> = bytemuck::pod_collect_to_vec(&view);
+            let mut totals = lock(&pr.totals);
+            for (k, t) in kernels.iter().zip(ticks.chunks_exact(2)) {
+                let e = totals.entry(k.clone()).or_default();
+                e.0 += t[1].saturating_sub(t[0]) as f64 * pr.period_ns;
+                e.1 += 1;
+            }
+        }
+        pr.staging.unmap();
     }
 
     /// Submits recorded so far since the device was made.
@@ -219,10 +348,24 @@ impl Gpu {
             src.push_str(&format!(
                 "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
                  fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
-                 fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n"
+                 fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n\
+                 fn mv_part(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 \
+                 {{ return mvp_{}(rb, sb, qq, xa, xb, kk); }}\n",
+                if MATVEC_WORDS.contains(&dtype) {
+                    dtype
+                } else {
+                    "generic"
+                }
             ));
         }
         src.push_str(body);
+        if kernel == "matvec" {
+            src.push_str(if self.features.contains(wgpu::Features::SUBGROUP) {
+                include_str!("../../../shaders/matvec_sg.wgsl")
+            } else {
+                include_str!("../../../shaders/matvec_wg.wgsl")
+            });
+        }
         let module = self
             .device
             .create_shader_module(wgpu::ShaderModuleDescriptor {
@@ -273,6 +416,66 @@ impl Gpu {
         rec.params.resize((slot * 256) as usize, 0);
         rec.params
             .extend(params.iter().flat_map(|w| w.to_le_bytes()));
+        let bg = self.bind_group(&pipe, key, slot, bufs);
+        let timestamps = match &self.profiler {
+            Some(pr) if rec.profiled.len() < PROFILED => {
+                let i = 2 * rec.profiled.len() as u32;
+                rec.profiled.push(key.to_string());
+                Some(wgpu::ComputePassTimestampWrites {
+                    query_set: &pr.set,
+                    beginning_of_pass_write_index: Some(i),
+                    end_of_pass_write_index: Some(i + 1),
+                })
+            }
+            _ => None,
+        };
+        let own_pass = timestamps.is_some();
+        if own_pass {
+            rec.pass = None;
+        }
+        let device = &self.device;
+        let pass = match rec.pass.as_mut() {
+            Some(pass) => pass,
+            None => {
+                let enc = rec
+                    .encoder
+                    .get_or_insert_with(|| device.create_command_encoder(&Default::default()));
+                let pass = enc
+                    .begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: timestamps,
+                    })
+                    .forget_lifetime();
+                rec.pass.insert(pass)
+            }
+        };
+        pass.set_pipeline(&pipe);
+        pass.set_bind_group(0, &bg, &[]);
+        pass.dispatch_workgroups(gx as u32, gy as u32, z);
+        if own_pass {
+            rec.pass = None;
+        }
+        Ok(())
+    }
+
+    /// The bind group of `bufs` and parameter slot `slot` for kernel `key`
+    /// (cached; see [`BindGroups`]).
+    fn bind_group(
+        &self,
+        pipe: &wgpu::ComputePipeline,
+        key: &str,
+        slot: u64,
+        bufs: &[&wgpu::Buffer],
+    ) -> wgpu::BindGroup {
+        let id = (
+            key.to_string(),
+            slot,
+            bufs.iter().map(|b| (*b).clone()).collect::<Vec<_>>(),
+        );
+        let mut cache = lock(&self.bind_groups);
+        if let Some(bg) = cache.get(&id) {
+            return bg.clone();
+        }
         let layout = pipe.get_bind_group_layout(0);
         let mut entries: Vec<wgpu::BindGroupEntry> = bufs
             .iter()
@@ -295,18 +498,11 @@ impl Gpu {
             layout: &layout,
             entries: &entries,
         });
-        let device = &self.device;
-        let enc = rec
-            .encoder
-            .get_or_insert_with(|| device.create_command_encoder(&Default::default()));
-        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
-            label: None,
-            timestamp_writes: None,
-        });
-        pass.set_pipeline(&pipe);
-        pass.set_bind_group(0, &bg, &[]);
-        pass.dispatch_workgroups(gx as u32, gy as u32, z);
-        Ok(())
+        if cache.len() >= BIND_GROUPS {
+            cache.clear();
+        }
+        cache.insert(id, bg.clone());
+        bg
     }
 
     /// Records a buffer-to-buffer copy.
@@ -322,6 +518,7 @@ impl Gpu {
         if bytes == 0 {
             return;
         }
+        rec.pass = None;
         let device = &self.device;
         rec.encoder
             .get_or_insert_with(|| device.create_command_encoder(&Default::default()))
@@ -487,18 +684,15 @@ impl Gpu {
         };
         let w = Arc::new(w);
         if let (Some(k), Some(a)) = (key, alive) {
-            let mut map = lock(&self.weights);
-            map.retain(|_, (alive, _)| alive.alive());
-            map.insert(k, (a, w.clone()));
+            self.evict_dead();
+            lock(&self.weights).insert(k, (a, w.clone()));
         }
         Ok(w)
     }
 
     /// Weights currently cached (for tests of the lifecycle).
     pub fn cached_weights(&self) -> usize {
-        let mut map = lock(&self.weights);
-        map.retain(|_, (alive, _)| alive.alive());
-        map.len()
+        self.evict_dead()
     }
 
     /// Submits pending work and reads `bytes` bytes of `buf` back.

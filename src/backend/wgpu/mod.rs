@@ -56,6 +56,18 @@ fn init_error(reason: String) -> ExecutionError {
 impl WgpuBackend {
     /// Creates the device on the best Vulkan/Metal/DX12 adapter.
     pub fn new() -> Result<WgpuBackend, ExecutionError> {
+        Self::with_features(wgpu::Features::all())
+    }
+
+    /// [`WgpuBackend::new`] with the SUBGROUP feature left off even when the
+    /// adapter has it, so the kernels take their workgroup-memory paths.
+    pub fn without_subgroups() -> Result<WgpuBackend, ExecutionError> {
+        Self::with_features(wgpu::Features::all() - wgpu::Features::SUBGROUP)
+    }
+
+    /// Creates the device enabling the optional features this backend uses
+    /// (SHADER_F16, SUBGROUP, TIMESTAMP_QUERY) that are in `allowed`.
+    fn with_features(allowed: wgpu::Features) -> Result<WgpuBackend, ExecutionError> {
         let backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = backends;
@@ -74,7 +86,11 @@ impl WgpuBackend {
         })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let features = adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP);
+        let features = adapter.features()
+            & allowed
+            & (wgpu::Features::SHADER_F16
+                | wgpu::Features::SUBGROUP
+                | wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cyb-llm"),
             required_features: features,
@@ -145,7 +161,12 @@ impl WgpuBackend {
                 (
                     "SUBGROUP",
                     g.features.contains(wgpu::Features::SUBGROUP),
-                    false,
+                    g.features.contains(wgpu::Features::SUBGROUP),
+                ),
+                (
+                    "TIMESTAMP_QUERY",
+                    g.features.contains(wgpu::Features::TIMESTAMP_QUERY),
+                    g.features.contains(wgpu::Features::TIMESTAMP_QUERY),
                 ),
             ],
         }
@@ -160,6 +181,52 @@ impl WgpuBackend {
     /// Weights currently held on the GPU.
     pub fn cached_weights(&self) -> usize {
         self.gpu.cached_weights()
+    }
+
+    /// GPU memory held for live buffers, in bytes, from the device
+    /// allocator's report (after finished work released what it held), or
+    /// None where the adapter gives no report.
+    pub fn gpu_memory_bytes(&self) -> Option<u64> {
+        self.gpu.memory_bytes()
+    }
+
+    /// Bytes and count of the buffers the frame allocator has created.
+    pub fn frame_pool(&self) -> (u64, usize) {
+        let rec = self.gpu.recorder();
+        (rec.alloc.pool_bytes(), rec.alloc.pool_buffers())
+    }
+
+    /// Per-kernel GPU time so far from timestamp queries: (kernel,
+    /// milliseconds, dispatches), longest first. Empty unless the backend was
+    /// made with `CYB_WGPU_PROFILE=1` on an adapter with TIMESTAMP_QUERY.
+    pub fn profile(&self) -> Vec<(String, f64, u64)> {
+        self.gpu.profile()
+    }
+}
+
+impl Drop for WgpuBackend {
+    /// Prints the per-kernel profile to stderr when profiling.
+    fn drop(&mut self) {
+        let prof = self.gpu.profile();
+        if prof.is_empty() {
+            return;
+        }
+        let total: f64 = prof.iter().map(|p| p.1).sum();
+        eprintln!(
+            "wgpu profile ({} submits, {total:.3} ms GPU time in timestamped dispatches):",
+            self.gpu.submits()
+        );
+        eprintln!(
+            "{:>32} {:>10} {:>8} {:>10} {:>6}",
+            "kernel", "ms", "calls", "us/call", "%"
+        );
+        for (k, ms, n) in prof {
+            eprintln!(
+                "{k:>32} {ms:>10.3} {n:>8} {:>10.2} {:>6.1}",
+                ms * 1e3 / n.max(1) as f64,
+                100.0 * ms / total.max(1e-12)
+            );
+        }
     }
 }
 

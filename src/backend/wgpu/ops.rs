@@ -9,6 +9,8 @@ use std::sync::Arc;
 
 /// Matmul rows decoded per weight read (TM in matmul.wgsl).
 const TM: usize = 8;
+/// Output rows per matvec workgroup (NR in matvec.wgsl).
+const MV_ROWS: usize = 4;
 
 fn unsupported(what: &str, dtype: DType) -> ExecutionError {
     ExecutionError::UnsupportedOp {
@@ -77,14 +79,25 @@ fn matmul(
                 c.row0 as u32,
                 n as u32,
             ]);
-            gpu.dispatch(
-                rec,
-                &format!("matmul:{name}"),
-                &[&c.buf, x, y],
-                p,
-                c.rows as u64,
-                m.div_ceil(TM) as u32,
-            )?;
+            if m == 1 {
+                gpu.dispatch(
+                    rec,
+                    &format!("matvec:{name}"),
+                    &[&c.buf, x, y],
+                    p,
+                    c.rows.div_ceil(MV_ROWS) as u64,
+                    1,
+                )?;
+            } else {
+                gpu.dispatch(
+                    rec,
+                    &format!("matmul:{name}"),
+                    &[&c.buf, x, y],
+                    p,
+                    c.rows as u64,
+                    m.div_ceil(TM) as u32,
+                )?;
+            }
         }
         Ok(())
     })
@@ -110,6 +123,15 @@ fn vector(gpu: &Gpu, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
         .first()
         .map(|c| c.buf.clone())
         .ok_or_else(|| unsupported("empty vector weight", t.dtype()))
+}
+
+/// A table weight (rows of `row_values` f32 values) in one buffer.
+fn vector_rows(gpu: &Gpu, t: &Tensor, row_values: usize) -> Result<wgpu::Buffer, ExecutionError> {
+    let w: Arc<Weight> = gpu.weight(t, row_values.max(1), true)?;
+    match w.chunks.as_slice() {
+        [c] => Ok(c.buf.clone()),
+        _ => Err(unsupported("table larger than one binding", t.dtype())),
+    }
 }
 
 fn elementwise(
@@ -415,12 +437,14 @@ pub fn run(
                 inputs[0].shape()[2],
             );
             let half = rot_dim / 2;
-            let (cos, sin) = if inputs.len() == 3 {
-                let rows = |t: &Tensor| -> Result<Vec<f32>, ExecutionError> {
-                    let v = t.read_f32("Rope cos/sin")?;
-                    Ok(v[pos * half..(pos + s) * half].to_vec())
-                };
-                (rows(&inputs[1])?, rows(&inputs[2])?)
+            let x = act(gpu, rec, &inputs[0])?;
+            // Tables: uploaded once (weights keyed by identity), row `pos` on.
+            let (cb, sb, row0) = if inputs.len() == 3 {
+                (
+                    vector_rows(gpu, &inputs[1], half)?,
+                    vector_rows(gpu, &inputs[2], half)?,
+                    *pos,
+                )
             } else {
                 let mut c = Vec::with_capacity(s * half);
                 let mut sn = Vec::with_capacity(s * half);
@@ -432,11 +456,16 @@ pub fn run(
                         sn.push(angle.sin() as f32);
                     }
                 }
-                (c, sn)
+                (
+                    gpu.upload_frame(rec, bytemuck::cast_slice(&c))?
+                        .buffer()
+                        .clone(),
+                    gpu.upload_frame(rec, bytemuck::cast_slice(&sn))?
+                        .buffer()
+                        .clone(),
+                    0,
+                )
             };
-            let x = act(gpu, rec, &inputs[0])?;
-            let cb = gpu.upload_frame(rec, bytemuck::cast_slice(&cos))?;
-            let sb = gpu.upload_frame(rec, bytemuck::cast_slice(&sin))?;
             let (t, y) = out(gpu, rec, &outs[0])?;
             let mut p: Params = [0; 32];
             p[..5].copy_from_slice(&[
@@ -446,10 +475,11 @@ pub fn run(
                 *rot_dim as u32,
                 u32::from(*style == RopeStyle::Normal),
             ]);
+            p[5] = row0 as u32;
             gpu.dispatch(
                 rec,
                 "rope",
-                &[&x, cb.buffer(), sb.buffer(), &y],
+                &[&x, &cb, &sb, &y],
                 p,
                 ((s * heads * d) as u64).div_ceil(WG),
                 1,

@@ -1,0 +1,18 @@
+// matvec.wgsl's reduction through workgroup memory (no SUBGROUP feature).
+var<workgroup> part: array<vec4<f32>, MV_WG>;
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+    let n0 = flat_group(wid) * NR;
+    part[t] = mv_acc(n0, t);
+    workgroupBarrier();
+    for (var s = MV_WG / 2u; s > 0u; s >>= 1u) {
+        if t < s {
+            part[t] += part[t + s];
+        }
+        workgroupBarrier();
+    }
+    if t == 0u {
+        mv_store(n0, part[0]);
+    }
+}
