@@ -1,7 +1,7 @@
 //! Fast element-wise ops, norms and softmax, parallel over rows when large.
 
 use super::super::kernels::gelu::gelu;
-use super::super::reference::{gelu_tanh, silu};
+use super::super::reference::silu;
 use super::super::simd;
 use super::par::chunks;
 use crate::backend::Op;
@@ -12,6 +12,41 @@ const CHUNK: usize = 16 * 1024;
 
 /// Transcendental functions cost about this many multiply-adds.
 const TRANSCENDENTAL: usize = 16;
+
+/// `e^x` without a libm call, so that loops over it vectorize: `x = n ln 2 + r` with
+/// `|r| <= ln 2 / 2`, a degree-6 Taylor polynomial for `e^r` (relative error below 2e-7),
+/// times `2^n` built in the exponent bits. Inputs are clamped to `[-87, 88]` (the result
+/// stays normal); NaN stays NaN.
+#[inline(always)]
+pub(super) fn exp_approx(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_145_75;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    // Adding 1.5 * 2^23 leaves round(x / ln 2) in the low mantissa bits.
+    const ROUND: f32 = 12_582_912.0;
+    let x = x.clamp(-87.0, 88.0);
+    let k = x * LOG2E + ROUND;
+    let n = k - ROUND;
+    let r = x - n * LN2_HI - n * LN2_LO;
+    let p = 1.0 / 720.0;
+    let p = p * r + 1.0 / 120.0;
+    let p = p * r + 1.0 / 24.0;
+    let p = p * r + 1.0 / 6.0;
+    let p = p * r + 0.5;
+    let p = p * r + 1.0;
+    let p = p * r + 1.0;
+    let bits = ((k.to_bits() as i32 - 0x4b40_0000 + 127) << 23) as u32;
+    p * f32::from_bits(bits)
+}
+
+/// GELU, tanh approximation: `0.5 x (1 + tanh(u)) = x / (1 + e^(-2u))` with
+/// `u = sqrt(2 / pi) (x + 0.044715 x^3)`, through [`exp_approx`].
+#[inline(always)]
+fn gelu_tanh(x: f32) -> f32 {
+    const C: f32 = 0.797_884_6;
+    let u = C * (x + 0.044_715 * x * x * x);
+    x / (1.0 + exp_approx(-2.0 * u))
+}
 
 /// `y[i] = f(x[i])`.
 fn map(
@@ -187,4 +222,41 @@ pub(super) fn glu(pool: &ThreadPool, gelu_gate: bool, gate: &[f32], up: &[f32], 
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_approx_matches_f64_exp() {
+        let mut worst = 0.0f64;
+        for i in -870_000..=880_000 {
+            let x = i as f32 * 1e-4;
+            let want = (x as f64).exp();
+            worst = worst.max(((exp_approx(x) as f64) - want).abs() / want);
+        }
+        assert!(worst < 3e-7, "relative error {worst:e}");
+        let floor = (-87.0f64).exp();
+        assert!((exp_approx(f32::NEG_INFINITY) as f64 - floor).abs() < 3e-7 * floor);
+        assert!(exp_approx(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn gelu_tanh_matches_the_f64_formula() {
+        for i in -20_000..=20_000 {
+            let x = i as f32 * 1e-3;
+            let xd = x as f64;
+            let c = (2.0 / std::f64::consts::PI).sqrt();
+            let want = 0.5 * xd * (1.0 + (c * (xd + 0.044715 * xd.powi(3))).tanh());
+            let err = (gelu_tanh(x) as f64 - want).abs();
+            assert!(
+                err <= 1e-6 * want.abs().max(1.0),
+                "x={x}: {} vs {want}",
+                gelu_tanh(x)
+            );
+        }
+        assert_eq!(gelu_tanh(f32::INFINITY), f32::INFINITY);
+        assert!(gelu_tanh(-1e30).abs() < 1e-7);
+    }
 }
