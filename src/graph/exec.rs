@@ -83,6 +83,16 @@ fn missing(name: &str, by: &str) -> ExecutionError {
     }
 }
 
+/// The encoding a weight has once bound: vectors (norm gains, biases) are
+/// decoded to f32 once at load, matrices keep the stored encoding.
+pub fn bound_dtype(shape: &[usize], stored: DType) -> DType {
+    if shape.len() <= 1 {
+        DType::F32
+    } else {
+        stored
+    }
+}
+
 fn bind_weight(
     model: &Model,
     owner: &Arc<dyn AsRef<[u8]> + Send + Sync>,
@@ -95,7 +105,7 @@ fn bind_weight(
         actual_bytes: t.bytes.len(),
     };
     if t.entry.shape.len() <= 1 {
-        // Norm gains and biases: decoded once.
+        // Norm gains and biases: decoded once (see `bound_dtype`).
         let values = t.dequantize().map_err(|_| bad())?;
         return Tensor::from_f32(&t.entry.shape, values);
     }
@@ -458,33 +468,85 @@ impl GraphSession {
                 got: vec![inputs.len()],
             });
         }
-        let pos = self.len;
-        self.ctx.begin_forward();
         let mut env: Vec<Option<Slot>> = (0..g.values.len()).map(|_| None).collect();
-        for ((&vi, t), d) in g.inputs.iter().zip(inputs).zip(&g.input_decls) {
-            let v = &g.values[vi];
-            let fits = t.dtype() == v.dtype
-                && t.shape().len() == v.shape.len()
-                && v.shape
-                    .iter()
-                    .zip(t.shape())
-                    .all(|(d, &n)| d.is_none_or(|d| d == n));
-            if !fits {
-                return Err(ExecutionError::ShapeMismatch {
-                    op: format!("graph input `{}` ({})", d.name, d.dtype),
-                    expected: super::dims_text(&v.shape)
-                        .iter()
-                        .map(|&x| x.max(0) as usize)
-                        .collect(),
-                    got: t.shape().to_vec(),
-                });
-            }
+        for (&vi, t) in g.inputs.iter().zip(inputs) {
             env[vi] = Some(Slot {
-                tensor: t.clone(),
+                tensor: check_value(g, vi, t)?.clone(),
                 rows: None,
             });
         }
+        self.execute(&m, env, &vec![true; g.nodes.len()], &g.outputs, s)
+    }
+
+    /// Computes the values named `wanted` from the values `given` by name
+    /// (graph inputs, or node outputs computed by an earlier call, such as an
+    /// encoder's output): only the nodes those values need run. `s` is the
+    /// number of new tokens the cached state advances by (0 when no
+    /// `KvAppend` runs). A needed graph input that is not given is
+    /// `MissingTensor`.
+    pub fn run_values(
+        &mut self,
+        given: &[(&str, Tensor)],
+        wanted: &[&str],
+        s: usize,
+    ) -> Result<Vec<Tensor>, ExecutionError> {
+        let m = self.model.clone();
+        let g = &m.graph;
+        let index = |name: &str, by: &str| {
+            g.values
+                .iter()
+                .position(|v| v.name == name)
+                .ok_or_else(|| missing(name, by))
+        };
+        let mut env: Vec<Option<Slot>> = (0..g.values.len()).map(|_| None).collect();
+        for (name, t) in given {
+            let vi = index(name, "graph run_values (given)")?;
+            env[vi] = Some(Slot {
+                tensor: check_value(g, vi, t)?.clone(),
+                rows: None,
+            });
+        }
+        let wanted = wanted
+            .iter()
+            .map(|n| index(n, "graph run_values (wanted)"))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut needed = vec![false; g.nodes.len()];
+        let mut stack = wanted.clone();
+        let mut seen = vec![false; g.values.len()];
+        while let Some(vi) = stack.pop() {
+            if std::mem::replace(&mut seen[vi], true) || env[vi].is_some() {
+                continue;
+            }
+            match g.values[vi].source {
+                Source::Node(ni) => {
+                    needed[ni] = true;
+                    stack.extend(&g.nodes[ni].inputs);
+                }
+                Source::Input(_) => {
+                    return Err(missing(&g.values[vi].name, "graph run_values (an input)"))
+                }
+                Source::Weight | Source::State(_) => {}
+            }
+        }
+        self.execute(&m, env, &needed, &wanted, s)
+    }
+
+    /// Runs the `needed` nodes over `env` and returns the values `wanted`.
+    fn execute(
+        &mut self,
+        m: &Arc<GraphModel>,
+        mut env: Vec<Option<Slot>>,
+        needed: &[bool],
+        wanted: &[usize],
+        s: usize,
+    ) -> Result<Vec<Tensor>, ExecutionError> {
+        let g = &m.graph;
+        let pos = self.len;
+        self.ctx.begin_forward();
         for (ni, node) in g.nodes.iter().enumerate() {
+            if !needed[ni] {
+                continue;
+            }
             let op_name = node.op.name();
             let mut ins: Vec<Tensor> = Vec::with_capacity(node.inputs.len() + 2);
             let mut rows: Vec<Option<usize>> = Vec::with_capacity(node.inputs.len());
@@ -589,7 +651,7 @@ impl GraphSession {
                 }
                 GraphOp::KvAppend => Op::KvAppend { pos },
             };
-            let outs = self.dispatch(&m, ni, &op, &ins)?;
+            let outs = self.dispatch(m, ni, &op, &ins)?;
             if outs.len() != node.outputs.len() {
                 return Err(err(format!(
                     "backend returned {} outputs, expected {}",
@@ -608,7 +670,7 @@ impl GraphSession {
                 _ => None,
             };
             if let Some(h) = self.trace.as_mut() {
-                *h = trace_step(h, &m, &node.op, &op, &outs, out_rows)?;
+                *h = trace_step(h, m, &node.op, &op, &outs, out_rows)?;
                 self.traced += 1;
             }
             for (&vi, t) in node.outputs.iter().zip(outs) {
@@ -618,13 +680,13 @@ impl GraphSession {
                 });
             }
             for &vi in node.inputs.iter().chain(&node.outputs) {
-                if m.last_use[vi] == ni {
+                if m.last_use[vi] == ni && !wanted.contains(&vi) {
                     env[vi] = None;
                 }
             }
         }
         self.len = pos + s;
-        g.outputs
+        wanted
             .iter()
             .map(|&o| {
                 env[o]
@@ -658,6 +720,28 @@ impl GraphSession {
         }
         m.dispatcher.run(op, ins, &mut self.ctx)
     }
+}
+
+/// `t` when it fits value `vi`'s dtype and shape (dynamic dims match anything).
+fn check_value<'t>(g: &Graph, vi: usize, t: &'t Tensor) -> Result<&'t Tensor, ExecutionError> {
+    let v = &g.values[vi];
+    let fits = t.dtype() == v.dtype
+        && t.shape().len() == v.shape.len()
+        && v.shape
+            .iter()
+            .zip(t.shape())
+            .all(|(d, &n)| d.is_none_or(|d| d == n));
+    if !fits {
+        return Err(ExecutionError::ShapeMismatch {
+            op: format!("graph value `{}` ({})", v.name, v.dtype),
+            expected: super::dims_text(&v.shape)
+                .iter()
+                .map(|&x| x.max(0) as usize)
+                .collect(),
+            got: t.shape().to_vec(),
+        });
+    }
+    Ok(t)
 }
 
 /// One link of the trace chain.

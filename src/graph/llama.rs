@@ -219,8 +219,8 @@ pub fn llama_graph(
     })
 }
 
-/// The graph of a model of any family that has a graph writer; `None` for
-/// families without one (their models get no `graph` section).
+/// The graph of a model of any family (LlamaStyle, BertStyle, WhisperStyle);
+/// `None` for a model type no family claims (its file gets no `graph` section).
 pub fn graph_for(
     config: &Config,
     has: &dyn Fn(&str) -> bool,
@@ -228,7 +228,7 @@ pub fn graph_for(
     match Family::for_model_type(&config.model_type)? {
         Family::LlamaStyle => Some(llama_graph(config, has)),
         Family::BertStyle => Some(super::bert::bert_graph(config, has)),
-        _ => None,
+        Family::WhisperStyle => Some(super::whisper::whisper_graph(config, has)),
     }
 }
 
@@ -260,7 +260,7 @@ pub fn emit_graph(
         .ok_or_else(|| ImportError::Unsupported {
             path: model.path().to_path_buf(),
             reason: format!(
-                "no graph writer for model_type '{}' (LlamaStyle and BertStyle models have one)",
+                "no graph writer for model_type '{}' (LlamaStyle, BertStyle and WhisperStyle models have one)",
                 model.config.model_type
             ),
         })?

@@ -11,6 +11,7 @@
 //! - [`llama`]: the graph writer of the LlamaStyle family (and [`llama::graph_for`],
 //!   the writer of any family).
 //! - [`bert`]: the BertStyle graph writer and the encoder call.
+//! - [`whisper`]: the WhisperStyle graph writer (encoder and decoder) and its two calls.
 //! - [`fuse`]: the fusion pass.
 //! - [`exec`]: the executor, one [`exec::GraphSession`] (KV cache) per conversation.
 //! - [`text`]: [`text::TextEngine`] / [`text::TextCache`], the curated-or-graph
@@ -24,6 +25,7 @@ pub mod ir;
 pub mod llama;
 pub mod ops;
 pub mod text;
+pub mod whisper;
 
 pub use exec::{GraphModel, GraphOptions, GraphSession, TextForward};
 pub use ir::{GraphDoc, InputDecl, NodeDecl, StateDecl};
@@ -514,7 +516,7 @@ impl Graph {
         let weight = |name: &str| {
             tensors
                 .get(name)
-                .map(|e| TensorInfo::new(&e.shape, e.dtype))
+                .map(|e| TensorInfo::new(&e.shape, exec::bound_dtype(&e.shape, e.dtype)))
         };
         Graph::build(&doc, &weight).map_err(|e| e.into_load_error(path))
     }

@@ -1,6 +1,6 @@
 //! The CTranslate2 importer (Whisper): a folder with `model.bin` (CTranslate2's
 //! binary format, [`reader`]), `config.json` (suppress lists, language ids),
-//! `vocabulary.txt` and/or `tokenizer.json` ([`vocab`]).
+//! `vocabulary.txt` or `vocabulary.json`, and/or `tokenizer.json` ([`vocab`]).
 //!
 //! Variables map to the Hugging Face Whisper names (`model.encoder.*`,
 //! `model.decoder.*`). The documented splits, by rows of the `[out, in]` weight
@@ -120,8 +120,9 @@ fn canonical(name: &str) -> Option<Vec<String>> {
     }
 }
 
-/// Scalar config variables of the Whisper spec (read, not written as tensors).
-const SCALARS: [&str; 9] = [
+/// Scalar config variables of the Whisper spec (read, not written as tensors);
+/// the last three are written by CTranslate2 4.x's decoder spec (off for Whisper).
+const SCALARS: [&str; 12] = [
     "num_heads",
     "pre_norm",
     "activation",
@@ -131,6 +132,9 @@ const SCALARS: [&str; 9] = [
     "scale_embeddings",
     "start_from_zero_embedding",
     "embeddings_merge",
+    "alibi_use_positive_positions",
+    "scale_alibi",
+    "sliding_window",
 ];
 
 /// Maps every tensor variable of `m` to canonical names (splitting fused ones);
@@ -471,6 +475,9 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             m.revision
         ),
     );
+    if !opts.no_graph {
+        crate::graph::llama::write_graph_section(&mut writer, &config);
+    }
     writer.write(out)
 }
 

@@ -158,7 +158,47 @@ fn implemented(op: &Op) -> bool {
             | Op::Embed
             | Op::Argmax
             | Op::Sample(_)
+            | Op::Conv1d { .. }
     )
+}
+
+/// `Conv1d` (ops.md) as one fixed-order [`dot`] per output value over the
+/// window `[Cin * K]` (zeros outside the input), plus the bias; output
+/// channels split across threads, each value computed sequentially.
+fn conv1d(
+    pool: &rayon::ThreadPool,
+    x: &[f32],
+    x_shape: &[usize],
+    w: &[f32],
+    w_shape: &[usize],
+    bias: Option<&[f32]>,
+    (stride, padding): (usize, usize),
+) -> Vec<f32> {
+    let (cin, len) = (x_shape[0], x_shape[1]);
+    let (cout, k) = (w_shape[0], w_shape[2]);
+    let lout = (len + 2 * padding - k) / stride + 1;
+    let mut cols = vec![0.0f32; lout * cin * k];
+    for (t, col) in cols.chunks_mut(cin * k).enumerate() {
+        for c in 0..cin {
+            for j in 0..k {
+                let src = (t * stride + j) as isize - padding as isize;
+                if src >= 0 && (src as usize) < len {
+                    col[c * k + j] = x[c * len + src as usize];
+                }
+            }
+        }
+    }
+    let rows: Vec<Vec<f32>> = pool.install(|| {
+        (0..cout)
+            .into_par_iter()
+            .map(|o| {
+                let wr = &w[o * cin * k..(o + 1) * cin * k];
+                let b = bias.map_or(0.0, |b| b[o]);
+                cols.chunks(cin * k).map(|col| dot(col, wr) + b).collect()
+            })
+            .collect()
+    });
+    rows.concat()
 }
 
 /// `Sample` (ops.md) with this backend's exp: repetition penalty, greedy
@@ -592,6 +632,22 @@ impl Backend for NoxBackend {
                     mask,
                     *q_pos,
                     kv_len.unwrap_or(infos[1].shape[0]),
+                );
+                Self::out(shape, y)
+            }
+            Op::Conv1d { stride, padding } => {
+                let b = match inputs.get(2) {
+                    Some(t) => Some(t.read_f32(name)?),
+                    None => None,
+                };
+                let y = conv1d(
+                    &self.pool,
+                    &read(0)?,
+                    &infos[0].shape,
+                    &read(1)?,
+                    &infos[1].shape,
+                    b.as_deref(),
+                    (*stride, *padding),
                 );
                 Self::out(shape, y)
             }

@@ -1,0 +1,307 @@
+//! The graph writer of the WhisperStyle family: encoder and decoder in one
+//! `graph` section, generated from the same [`WhisperConfig`] the curated
+//! family reads.
+//!
+//! - Encoder, from input `mel` `[n_mels, 2 n_audio_ctx]`: `Conv1d` (k3 s1 p1),
+//!   `Gelu`, `Conv1d` (k3 s2 p1), `Gelu`, `Permute` to `[n_audio_ctx, d]`,
+//!   `Add` of the positional table's rows (an `Embed` of input
+//!   `audio_positions` = `0..n_audio_ctx`, which decodes the stored encoding), pre-norm layers (`LayerNorm`, attention without mask,
+//!   `LayerNorm`, GELU MLP), the final `LayerNorm`, and per decoder layer the
+//!   cross-attention keys and values, outputs `cross_k.{i}` / `cross_v.{i}`
+//!   `[n_audio_ctx, H, dh]`.
+//! - Decoder, from `tokens` and `positions` (absolute, `[S]`): token and
+//!   position `Embed`s, pre-norm layers with causal self-attention over the
+//!   KV state `kv.{i}` and cross-attention on `cross_k.{i}` / `cross_v.{i}`,
+//!   the final `LayerNorm` and the tied projection: output `logits` `[S, vocab]`.
+//!
+//! One window is two calls of [`super::GraphSession::run_values`]: the cross
+//! values from `mel` ([`encode`]), then per decoding step `logits` from the
+//! tokens with those values given ([`decode_step`]), so the encoder runs once
+//! per window as in the curated family.
+
+use super::build::{input, Builder};
+use super::exec::GraphSession;
+use super::ir::{GraphDoc, StateDecl};
+use super::ops::{GraphOp, MaskKind};
+use crate::backend::{Op, Tensor};
+use crate::curated::whisper::WhisperConfig;
+use crate::error::ExecutionError;
+use crate::loader::Config;
+
+fn fixed(op: Op) -> GraphOp {
+    GraphOp::Fixed(op)
+}
+
+/// `x W^T (+ b)`: the bias only when the file has it (Whisper's k projections have none).
+fn linear(b: &mut Builder, has: &dyn Fn(&str) -> bool, x: &str, p: &str, name: &str) -> String {
+    let y = b.op1(fixed(Op::Matmul), &[x, &format!("{p}.weight")], name);
+    let bias = format!("{p}.bias");
+    if has(&bias) {
+        b.op1(fixed(Op::Add), &[&y, &bias], name)
+    } else {
+        y
+    }
+}
+
+/// Attention projections `q`/`k`/`v` of `p` reshaped to heads.
+fn heads(
+    b: &mut Builder,
+    has: &dyn Fn(&str) -> bool,
+    x: &str,
+    proj: &str,
+    shape: &[i64],
+    name: &str,
+) -> String {
+    let y = linear(b, has, x, proj, name);
+    b.op1(GraphOp::Reshape(shape.to_vec()), &[&y], name)
+}
+
+/// The residual MLP block: `x + fc2(gelu(fc1(LN(x))))`.
+fn mlp(b: &mut Builder, has: &dyn Fn(&str) -> bool, x: &str, p: &str, eps: f32) -> String {
+    let n = b.layer_norm(x, &format!("{p}.final_layer_norm"), eps, "mlp_in");
+    let f = linear(b, has, &n, &format!("{p}.fc1"), "mlp");
+    let f = b.op1(fixed(Op::Gelu), &[&f], "mlp");
+    let f = linear(b, has, &f, &format!("{p}.fc2"), "mlp_out");
+    b.op1(fixed(Op::Add), &[x, &f], "x")
+}
+
+/// The graph of a WhisperStyle model with `config`; `has` tells which
+/// optional tensors (biases, `proj_out.weight`) the file holds.
+pub fn whisper_graph(
+    config: &Config,
+    has: &dyn Fn(&str) -> bool,
+) -> Result<GraphDoc, ExecutionError> {
+    let c = WhisperConfig::from_config(config)?;
+    let d = c.d_model as i64;
+    let mut b = Builder::new();
+    let enc = "model.encoder";
+    let conv = |stride| fixed(Op::Conv1d { stride, padding: 1 });
+    let x = b.op1(
+        conv(1),
+        &[
+            "mel",
+            &format!("{enc}.conv1.weight"),
+            &format!("{enc}.conv1.bias"),
+        ],
+        "conv1",
+    );
+    let x = b.op1(fixed(Op::Gelu), &[&x], "conv1");
+    let x = b.op1(
+        conv(2),
+        &[
+            &x,
+            &format!("{enc}.conv2.weight"),
+            &format!("{enc}.conv2.bias"),
+        ],
+        "conv2",
+    );
+    let x = b.op1(fixed(Op::Gelu), &[&x], "conv2");
+    let x = b.op1(fixed(Op::Permute(vec![1, 0])), &[&x], "conv2");
+    let pos = b.op1(
+        fixed(Op::Embed),
+        &["audio_positions", &format!("{enc}.embed_positions.weight")],
+        "audio_pos",
+    );
+    let mut x = b.op1(fixed(Op::Add), &[&x, &pos], "x");
+    let eh = c.encoder_heads as i64;
+    for i in 0..c.encoder_layers {
+        let p = format!("{enc}.layers.{i}");
+        let n = b.layer_norm(&x, &format!("{p}.self_attn_layer_norm"), c.eps, "attn_in");
+        let shape = [-1, eh, d / eh];
+        let [q, k, v] = ["q", "k", "v"].map(|t| {
+            heads(
+                &mut b,
+                has,
+                &n,
+                &format!("{p}.self_attn.{t}_proj"),
+                &shape,
+                t,
+            )
+        });
+        let sdpa = GraphOp::Sdpa {
+            scale: None,
+            mask: MaskKind::None,
+        };
+        let a = b.op1(sdpa, &[&q, &k, &v], "attn");
+        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "attn");
+        let o = linear(
+            &mut b,
+            has,
+            &a,
+            &format!("{p}.self_attn.out_proj"),
+            "attn_out",
+        );
+        x = b.op1(fixed(Op::Add), &[&x, &o], "x");
+        x = mlp(&mut b, has, &x, &p, c.eps);
+    }
+    let audio = b.layer_norm(&x, &format!("{enc}.layer_norm"), c.eps, "audio");
+    let dh_n = c.decoder_heads as i64;
+    let dshape = [-1, dh_n, d / dh_n];
+    let mut outputs = vec!["logits".to_string()];
+    for i in 0..c.decoder_layers {
+        let p = format!("model.decoder.layers.{i}.encoder_attn");
+        for t in ["k", "v"] {
+            let y = linear(&mut b, has, &audio, &format!("{p}.{t}_proj"), "cross");
+            let name = format!("cross_{t}.{i}");
+            b.node(GraphOp::Reshape(dshape.to_vec()), &[&y], &[&name]);
+            outputs.push(name);
+        }
+    }
+    let dec = "model.decoder";
+    let e = b.op1(
+        fixed(Op::Embed),
+        &["tokens", &format!("{dec}.embed_tokens.weight")],
+        "embed",
+    );
+    let pe = b.op1(
+        fixed(Op::Embed),
+        &["positions", &format!("{dec}.embed_positions.weight")],
+        "embed",
+    );
+    let mut y = b.op1(fixed(Op::Add), &[&e, &pe], "y");
+    let mut state = Vec::with_capacity(c.decoder_layers);
+    for i in 0..c.decoder_layers {
+        let p = format!("{dec}.layers.{i}");
+        let n = b.layer_norm(&y, &format!("{p}.self_attn_layer_norm"), c.eps, "attn_in");
+        let [q, k, v] = ["q", "k", "v"].map(|t| {
+            heads(
+                &mut b,
+                has,
+                &n,
+                &format!("{p}.self_attn.{t}_proj"),
+                &dshape,
+                t,
+            )
+        });
+        let st = format!("kv.{i}");
+        state.push(StateDecl {
+            name: st.clone(),
+            kind: "kv_cache".into(),
+            layer: i,
+            kv_heads: c.decoder_heads,
+            head_dim: c.d_model / c.decoder_heads,
+        });
+        let (ka, va) = (format!("l{i}.K"), format!("l{i}.V"));
+        b.node(GraphOp::KvAppend, &[&st, &k, &v], &[&ka, &va]);
+        let causal = GraphOp::Sdpa {
+            scale: None,
+            mask: MaskKind::Causal,
+        };
+        let a = b.op1(causal, &[&q, &ka, &va], "attn");
+        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "attn");
+        let o = linear(
+            &mut b,
+            has,
+            &a,
+            &format!("{p}.self_attn.out_proj"),
+            "attn_out",
+        );
+        y = b.op1(fixed(Op::Add), &[&y, &o], "y");
+        let n = b.layer_norm(
+            &y,
+            &format!("{p}.encoder_attn_layer_norm"),
+            c.eps,
+            "cross_in",
+        );
+        let q = heads(
+            &mut b,
+            has,
+            &n,
+            &format!("{p}.encoder_attn.q_proj"),
+            &dshape,
+            "q",
+        );
+        let cross = GraphOp::Sdpa {
+            scale: None,
+            mask: MaskKind::None,
+        };
+        let a = b.op1(
+            cross,
+            &[&q, &format!("cross_k.{i}"), &format!("cross_v.{i}")],
+            "cross",
+        );
+        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "cross");
+        let o = linear(
+            &mut b,
+            has,
+            &a,
+            &format!("{p}.encoder_attn.out_proj"),
+            "cross_out",
+        );
+        y = b.op1(fixed(Op::Add), &[&y, &o], "y");
+        y = mlp(&mut b, has, &y, &p, c.eps);
+    }
+    let y = b.layer_norm(&y, &format!("{dec}.layer_norm"), c.eps, "out_norm");
+    let head = if has("proj_out.weight") {
+        "proj_out.weight".to_string()
+    } else {
+        format!("{dec}.embed_tokens.weight")
+    };
+    b.node(fixed(Op::Matmul), &[&y, &head], &["logits"]);
+    Ok(GraphDoc {
+        version: 1,
+        inputs: vec![
+            input("mel", "f32", &[c.n_mels as i64, 2 * c.n_audio_ctx as i64]),
+            input("audio_positions", "i32", &[c.n_audio_ctx as i64]),
+            input("tokens", "i32", &[-1]),
+            input("positions", "i32", &[-1]),
+        ],
+        outputs,
+        state,
+        nodes: b.nodes,
+    })
+}
+
+/// The names of the cross-attention values, `cross_k.{i}` and `cross_v.{i}` per layer.
+fn cross_names(session: &GraphSession) -> Vec<String> {
+    let g = session.model().graph();
+    g.outputs
+        .iter()
+        .map(|&o| g.values[o].name.clone())
+        .filter(|n| n.starts_with("cross_"))
+        .collect()
+}
+
+/// The encoder of one window: `mel` `[n_mels, frames]` row-major in, the
+/// cross-attention values out (by name, to give to [`decode_step`]). Resets
+/// the session's self-attention state.
+pub fn encode(
+    session: &mut GraphSession,
+    mel: Vec<f32>,
+    n_mels: usize,
+) -> Result<Vec<(String, Tensor)>, ExecutionError> {
+    session.reset();
+    let frames = mel.len() / n_mels.max(1);
+    let mel = Tensor::from_f32(&[n_mels, frames], mel)?;
+    let audio_ctx = frames / 2;
+    let positions = Tensor::from_i32(&[audio_ctx], (0..audio_ctx as i32).collect())?;
+    let names = cross_names(session);
+    let wanted: Vec<&str> = names.iter().map(String::as_str).collect();
+    let given = [("mel", mel), ("audio_positions", positions)];
+    let values = session.run_values(&given, &wanted, 0)?;
+    Ok(names.into_iter().zip(values).collect())
+}
+
+/// Feeds `tokens` at the session's position with the window's cross values
+/// and returns the logits of every token, `[S][vocab]`.
+pub fn decode_step(
+    session: &mut GraphSession,
+    cross: &[(String, Tensor)],
+    tokens: &[u32],
+) -> Result<Vec<Vec<f32>>, ExecutionError> {
+    let s = tokens.len();
+    let pos = session.position();
+    let ids = Tensor::from_i32(&[s], tokens.iter().map(|&t| t as i32).collect())?;
+    let positions = Tensor::from_i32(&[s], (pos..pos + s).map(|p| p as i32).collect())?;
+    let mut given: Vec<(&str, Tensor)> = vec![("tokens", ids), ("positions", positions)];
+    given.extend(cross.iter().map(|(n, t)| (n.as_str(), t.clone())));
+    let out = session.run_values(&given, &["logits"], s)?;
+    let logits = &out[0];
+    let values = session
+        .model()
+        .dispatcher()
+        .primary()
+        .try_download_f32(logits)?;
+    let v = logits.shape().last().copied().unwrap_or(1).max(1);
+    Ok(values.chunks(v).map(<[f32]>::to_vec).collect())
+}
