@@ -14,8 +14,21 @@ Inputs come from scripts/fetch-models.sh whisper (.cache/models/whisper):
   gaps, cut at 120 s), written to the models folder as long_2min.wav (the Rust
   test builds the same samples from jfk.wav).
 
-Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py
-(needs numpy, faster-whisper and ctranslate2 in the venv).
+- tiny_multilingual_ct2/ + faster_whisper_detect_language.json (`lang` step): a
+  seeded-random *multilingual* Whisper (transformers WhisperForConditionalGeneration
+  at a tiny size, d_model 8, 2+2 layers, 51865 tokens) with the real multilingual
+  vocabulary (openai-whisper's multilingual.tiktoken: its 50257 byte-level pieces,
+  BPE merges rebuilt from the ranks, then Whisper's special tokens: 99 languages,
+  task and timestamp tokens), converted to CTranslate2 (float16) by ctranslate2's
+  TransformersConverter, and faster-whisper's `detect_language` (all language
+  probabilities) on jfk.wav with that folder. Only the converter's model.bin,
+  config.json and vocabulary.json are committed (the Rust importer reads those).
+
+Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py [lang]
+(needs numpy, faster-whisper and ctranslate2 in the venv; the `lang` step also
+torch, transformers, tokenizers and OPENAI_WHISPER_ASSETS = the `whisper/assets`
+folder of the openai-whisper sdist, `pip download openai-whisper --no-deps
+--no-binary :all:`; `lang` alone runs only that step).
 """
 import json
 import os
@@ -111,6 +124,109 @@ def faster_whisper_transcript(model, path):
             "text": "".join(s["text"] for s in segs)}
 
 
+def bytes_to_unicode():
+    """GPT-2's byte-level alphabet: every byte as one printable character."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) \
+        + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def multilingual_tokenizer(assets):
+    """Whisper's multilingual tokenizer (tokenizers.Tokenizer) and its language codes, from
+    openai-whisper's multilingual.tiktoken and tokenizer.py (the 99 languages of the
+    51865-token models)."""
+    import ast
+    import base64
+
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    ranks = {}
+    with open(os.path.join(assets, "multilingual.tiktoken")) as f:
+        for line in f:
+            if line.strip():
+                tok, rank = line.split()
+                ranks[base64.b64decode(tok)] = int(rank)
+    src = open(os.path.join(os.path.dirname(assets), "tokenizer.py")).read()
+    start = src.index("LANGUAGES = {")
+    languages = list(ast.literal_eval(src[start + len("LANGUAGES = "): src.index("}", start) + 1]))[:99]
+    enc = bytes_to_unicode()
+    piece = lambda b: "".join(enc[x] for x in b)
+    vocab = {piece(b): r for b, r in ranks.items()}
+    merges = []
+    for b, r in ranks.items():
+        for i in range(1, len(b)):
+            left, right = b[:i], b[i:]
+            if left in ranks and right in ranks:
+                merges.append((r, ranks[left], ranks[right], piece(left), piece(right)))
+    merges.sort()
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[(m[3], m[4]) for m in merges]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|startoftranscript|>"] + [f"<|{c}|>" for c in languages] + [
+        "<|translate|>", "<|transcribe|>", "<|startoflm|>", "<|startofprev|>", "<|nospeech|>",
+        "<|notimestamps|>"]
+    tok.add_special_tokens(specials)
+    assert tok.token_to_id("<|endoftext|>") == 50257 and tok.token_to_id("<|notimestamps|>") == 50363
+    return tok, languages
+
+
+def make_lang_fixture():
+    import tempfile
+
+    import torch
+    from ctranslate2.converters import TransformersConverter
+    from faster_whisper import WhisperModel
+    from transformers import GenerationConfig, PreTrainedTokenizerFast, WhisperConfig, WhisperForConditionalGeneration
+
+    assets = os.environ["OPENAI_WHISPER_ASSETS"]
+    tok, languages = multilingual_tokenizer(assets)
+    cfg = WhisperConfig(vocab_size=51865, num_mel_bins=80, d_model=8, encoder_layers=2, decoder_layers=2,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=16,
+                        decoder_ffn_dim=16, max_source_positions=1500, max_target_positions=448,
+                        decoder_start_token_id=50258, pad_token_id=50257, bos_token_id=50257,
+                        eos_token_id=50257, suppress_tokens=[], begin_suppress_tokens=[220, 50257])
+    torch.manual_seed(20261130)
+    model = WhisperForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("layer_norm.weight"):
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+            else:
+                p.copy_(0.5 * torch.randn_like(p))
+    out = os.path.join(OUT, "tiny_multilingual_ct2")
+    with tempfile.TemporaryDirectory() as tmp:
+        hf = os.path.join(tmp, "hf")
+        model.save_pretrained(hf)
+        PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|endoftext|>").save_pretrained(hf)
+        gen = GenerationConfig(decoder_start_token_id=50258, eos_token_id=50257, pad_token_id=50257,
+                               suppress_tokens=[], begin_suppress_tokens=[220, 50257],
+                               lang_to_id={f"<|{c}|>": 50259 + i for i, c in enumerate(languages)})
+        gen.save_pretrained(hf)
+        ct2 = os.path.join(tmp, "ct2")
+        TransformersConverter(hf, copy_files=["tokenizer.json"]).convert(ct2, quantization="float16")
+        # faster-whisper reads tokenizer.json from the model folder (no network).
+        fw = WhisperModel(ct2, device="cpu", compute_type="float32", cpu_threads=2)
+        audio = read_wav(os.path.join(SRC, "jfk.wav"))
+        language, prob, probs = fw.detect_language(audio)
+        os.makedirs(out, exist_ok=True)
+        for name in ["model.bin", "config.json", "vocabulary.json"]:
+            with open(os.path.join(ct2, name), "rb") as a, open(os.path.join(out, name), "wb") as b:
+                b.write(a.read())
+    ordered = sorted(probs, key=lambda x: -x[1])
+    assert ordered[0][1] - ordered[1][1] > 0.01, f"no clear top language: {ordered[:3]}"
+    with open(os.path.join(OUT, "faster_whisper_detect_language.json"), "w") as f:
+        json.dump({"audio": "jfk.wav", "model": "tiny_multilingual_ct2", "language": language,
+                   "probability": prob, "probs": {c: p for c, p in probs}}, f, indent=1)
+    print("detected", language, prob, ordered[:3], file=sys.stderr)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     jfk = read_wav(os.path.join(SRC, "jfk.wav"))
@@ -141,4 +257,8 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["lang"]:
+        make_lang_fixture()
+    else:
+        main()
+        make_lang_fixture()

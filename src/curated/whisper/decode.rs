@@ -260,28 +260,72 @@ impl Whisper {
             })
     }
 
+    /// Language tokens and their probabilities for one encoded window, highest
+    /// first: the softmax of the `<|startoftranscript|>` step's logits over the
+    /// language tokens only (the reference's `detect_language`).
+    fn language_probs(
+        &self,
+        enc: &EncoderOutput,
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<(u32, f32)>, ExecutionError> {
+        let mut cache = self.new_cache()?;
+        let logits = self.decode_step(enc, &mut cache, &[self.config.special.sot], &[0], ctx)?;
+        let ids: Vec<u32> = (self.config.special.languages.iter().copied())
+            .filter(|&id| (id as usize) < logits[0].len())
+            .collect();
+        if ids.is_empty() {
+            return Err(ExecutionError::InvalidConfig {
+                field: "lang_token_ids".into(),
+                reason: "the model lists no language tokens".into(),
+            });
+        }
+        let lang_logits: Vec<f32> = ids.iter().map(|&id| logits[0][id as usize]).collect();
+        let mut probs: Vec<(u32, f32)> = ids
+            .into_iter()
+            .zip(log_softmax(&lang_logits).into_iter().map(f32::exp))
+            .collect();
+        probs.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        Ok(probs)
+    }
+
     /// Detects the spoken language of one encoded window (multilingual models).
-    fn detect_language(
+    fn top_language(
         &self,
         enc: &EncoderOutput,
         ctx: &mut ExecContext,
     ) -> Result<u32, ExecutionError> {
-        let mut cache = self.new_cache()?;
-        let logits = self.decode_step(enc, &mut cache, &[self.config.special.sot], &[0], ctx)?;
-        let langs = &self.config.special.languages;
-        langs
-            .iter()
-            .copied()
-            .filter(|&id| (id as usize) < logits[0].len())
-            .max_by(|&a, &b| {
-                logits[0][a as usize]
-                    .total_cmp(&logits[0][b as usize])
-                    .then(b.cmp(&a))
-            })
-            .ok_or_else(|| ExecutionError::InvalidConfig {
-                field: "lang_token_ids".into(),
-                reason: "the model lists no language tokens".into(),
-            })
+        Ok(self.language_probs(enc, ctx)?[0].0)
+    }
+
+    /// Spoken-language probabilities of the first 30 s of 16 kHz mono `samples`,
+    /// highest first, as language codes (`en`, `de`, ...): the log-mel frames of the
+    /// audio, zeros after them (as faster-whisper's `detect_language` pads), the
+    /// encoder, then [`Whisper::transcribe`]'s detection step. Errors for `.en` models.
+    pub fn detect_language(&self, samples: &[f32]) -> Result<Vec<(String, f32)>, ExecutionError> {
+        let c = &self.config;
+        if !c.multilingual {
+            return Err(ExecutionError::InvalidConfig {
+                field: "multilingual".into(),
+                reason: "language detection needs a multilingual model (this one is English-only)"
+                    .into(),
+            });
+        }
+        let n_frames = 2 * c.n_audio_ctx;
+        let head = &samples[..samples.len().min(N_SAMPLES)];
+        let mut padded = Vec::with_capacity(head.len() + N_SAMPLES);
+        padded.extend_from_slice(head);
+        padded.resize(head.len() + N_SAMPLES, 0.0);
+        let mel = log_mel(&padded, &self.mel_filters, c.n_mels);
+        let total = padded.len() / HOP;
+        let frames = (head.len() / HOP + 1).min(n_frames);
+        let window = mel_window(&mel, total, c.n_mels, n_frames, 0, frames);
+        let mut ctx = ExecContext::new(self.dispatcher.threads());
+        let enc = self.encode(&window, &mut ctx)?;
+        Ok(self
+            .language_probs(&enc, &mut ctx)?
+            .into_iter()
+            .map(|(id, p)| (self.language_code(id), p))
+            .collect())
     }
 
     /// Text of `tokens` (timestamps and other special tokens dropped).
@@ -462,14 +506,16 @@ impl Whisper {
         let mel_s = t0.elapsed().as_secs_f64();
         let total = padded.len() / HOP;
         let content = total.saturating_sub(n_frames);
-        let window = |seek: usize| -> Vec<f32> {
-            let mut w = vec![0.0f32; c.n_mels * n_frames];
-            let take = n_frames.min(total.saturating_sub(seek));
-            for m in 0..c.n_mels {
-                w[m * n_frames..m * n_frames + take]
-                    .copy_from_slice(&mel[m * total + seek..m * total + seek + take]);
-            }
-            w
+        // The audio's frames from `seek`, zeros past its end (the reference's pad_or_trim).
+        let window = |seek: usize| {
+            mel_window(
+                &mel,
+                total,
+                c.n_mels,
+                n_frames,
+                seek,
+                content.saturating_sub(seek),
+            )
         };
         let mut ctx = ExecContext::new(self.dispatcher.threads());
         let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
@@ -513,7 +559,7 @@ impl Whisper {
             transcript.timings.windows += 1;
             let t0 = std::time::Instant::now();
             if c.multilingual && language.is_none() {
-                let lang = self.detect_language(&enc, &mut ctx)?;
+                let lang = self.top_language(&enc, &mut ctx)?;
                 language = Some(lang);
             }
             if let Some(l) = language {
@@ -622,6 +668,25 @@ impl Whisper {
 }
 
 /// Index of the largest logit (ties: the lowest id).
+/// Frames `seek..seek + take` (at most `n_frames`) of `mel` (`[n_mels, total]`) as one
+/// `[n_mels, n_frames]` window, zeros after them.
+fn mel_window(
+    mel: &[f32],
+    total: usize,
+    n_mels: usize,
+    n_frames: usize,
+    seek: usize,
+    take: usize,
+) -> Vec<f32> {
+    let mut w = vec![0.0f32; n_mels * n_frames];
+    let take = take.min(n_frames).min(total.saturating_sub(seek));
+    for m in 0..n_mels {
+        w[m * n_frames..m * n_frames + take]
+            .copy_from_slice(&mel[m * total + seek..m * total + seek + take]);
+    }
+    w
+}
+
 fn argmax(x: &[f32]) -> u32 {
     let mut best = 0;
     for (i, &v) in x.iter().enumerate() {

@@ -1,7 +1,8 @@
 //! Whisper's tokenizer from a CTranslate2 folder: `vocabulary.txt` (one byte-level
 //! BPE piece per line, id = line number, covering every embedding row including
-//! the special and timestamp tokens) and the BPE merges of `tokenizer.json`.
-//! Without `vocabulary.txt`, the pieces come from `tokenizer.json` (vocab +
+//! the special and timestamp tokens) or `vocabulary.json` (the same pieces as a
+//! JSON array, as CTranslate2 3.x and later write it) and the BPE merges of
+//! `tokenizer.json`. Without either, the pieces come from `tokenizer.json` (vocab +
 //! added tokens), and ids past them up to the embedding size are Whisper's
 //! timestamp tokens `<|0.00|>` .. in 0.02 s steps after `<|notimestamps|>`.
 //! Every `<|...|>` piece at or past `<|endoftext|>` is a control token.
@@ -19,6 +20,18 @@ fn format_err(path: &Path, reason: impl Into<String>) -> ImportError {
 }
 
 /// Builds the vocabulary of `n_vocab` ids from the folder `dir`.
+/// The pieces of `vocabulary.json` (a JSON array of strings); `None` when the file is absent.
+fn json_pieces(dir: &Path) -> Result<Option<Vec<String>>, ImportError> {
+    let path = dir.join("vocabulary.json");
+    match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| format_err(&path, format!("not a JSON array of strings: {e}"))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ImportError::Io { path, source }),
+    }
+}
+
 pub fn read(dir: &Path, n_vocab: usize) -> Result<Vocab, ImportError> {
     let tok_path = dir.join("tokenizer.json");
     let tok: Option<Value> = match std::fs::read(&tok_path) {
@@ -37,13 +50,15 @@ pub fn read(dir: &Path, n_vocab: usize) -> Result<Vocab, ImportError> {
     let vocab_path = dir.join("vocabulary.txt");
     let mut tokens: Vec<String> = match std::fs::read_to_string(&vocab_path) {
         Ok(text) => text.lines().map(str::to_string).collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match &tok {
-            Some(t) => pieces_from_tokenizer_json(&tok_path, t)?,
-            None => {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => match (&tok, json_pieces(dir)?) {
+            (_, Some(pieces)) => pieces,
+            (Some(t), None) => pieces_from_tokenizer_json(&tok_path, t)?,
+            (None, None) => {
                 return Err(ImportError::MissingKey {
                     path: dir.to_path_buf(),
                     key: "vocabulary.txt".into(),
-                    hint: " (or tokenizer.json): the CTranslate2 folder has no vocabulary".into(),
+                    hint: " (or vocabulary.json, tokenizer.json): the CTranslate2 folder has no vocabulary"
+                        .into(),
                 })
             }
         },
