@@ -973,3 +973,200 @@ unsafe fn q6_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
     }
     acc.map(|v| hsum(v))
 }
+
+/// Weight rows of one panel of [`panel_matmul`].
+const PANEL: usize = 8;
+
+/// Whether [`panel_matmul`] runs `dtype`.
+pub(super) fn has_panel(dtype: DType) -> bool {
+    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0)
+}
+
+/// Eight weight rows decoded for [`panel_rows`]: per 32-value block, eight vectors of codes
+/// (vector `s` holds values `4s..4s + 4` of the eight rows, one 32-bit lane per row), and the
+/// rows' scales `d` and offsets `m` (a weight is `d * code + m`).
+struct Panel {
+    codes: Vec<__m256i>,
+    d: Vec<f32>,
+    m: Vec<f32>,
+}
+
+/// The output pointer of [`panel_matmul`], shared by its tasks (each writes its own columns).
+struct OutPtr(*mut f32);
+
+// SAFETY: the tasks of `panel_matmul` write disjoint columns of the output through it.
+unsafe impl Sync for OutPtr {}
+unsafe impl Send for OutPtr {}
+
+impl OutPtr {
+    fn get(&self) -> *mut f32 {
+        self.0
+    }
+}
+
+/// `Y[m, n] = X W^T` for the 32-value encodings of [`has_panel`], eight weight rows at a time:
+/// each panel of eight rows is decoded once (codes interleaved so that one `maddubs` serves
+/// all eight rows and one f32 FMA scales eight sums), then run against every activation row.
+/// `acts` holds `m` rows of `k / 32` blocks.
+pub(super) fn panel_matmul(
+    dtype: DType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: &mut [f32],
+) {
+    use rayon::prelude::*;
+    debug_assert!(super::avx2_detected() && has_panel(dtype));
+    let nb = k / 32;
+    let row_bytes = nb * dtype.block_bytes();
+    assert!(w.len() >= n * row_bytes && acts.len() >= m * nb && y.len() >= m * n);
+    let panels = n.div_ceil(PANEL);
+    let threads = rayon::current_num_threads().max(1);
+    let per_task = panels.div_ceil(threads * 4).max(1);
+    let out = OutPtr(y.as_mut_ptr());
+    let new_panel = || Panel {
+        // SAFETY: all-zero bits are a valid __m256i.
+        codes: vec![unsafe { std::mem::zeroed::<__m256i>() }; nb * 8],
+        d: vec![0.0; nb * PANEL],
+        m: vec![0.0; nb * PANEL],
+    };
+    (0..panels.div_ceil(per_task))
+        .into_par_iter()
+        .for_each_init(new_panel, |panel, t| {
+            for p in t * per_task..((t + 1) * per_task).min(panels) {
+                let n0 = p * PANEL;
+                let rows = (n - n0).min(PANEL);
+                // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); the weight slice
+                // holds `rows` rows of `nb` blocks, `acts` `m` rows of `nb` blocks (asserted
+                // above), and this task alone writes columns `n0..n0 + rows` of the `m` rows
+                // of `n` outputs.
+                unsafe {
+                    decode_panel(
+                        dtype,
+                        &w[n0 * row_bytes..(n0 + rows) * row_bytes],
+                        nb,
+                        panel,
+                    );
+                    panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
+                }
+            }
+        });
+}
+
+/// Transposes eight vectors of eight 32-bit lanes.
+#[inline(always)]
+unsafe fn transpose8(v: &[__m256i; 8]) -> [__m256i; 8] {
+    let t = |a, b| (_mm256_unpacklo_epi32(a, b), _mm256_unpackhi_epi32(a, b));
+    let (t0, t1) = t(v[0], v[1]);
+    let (t2, t3) = t(v[2], v[3]);
+    let (t4, t5) = t(v[4], v[5]);
+    let (t6, t7) = t(v[6], v[7]);
+    let u = |a, b| (_mm256_unpacklo_epi64(a, b), _mm256_unpackhi_epi64(a, b));
+    let (u0, u1) = u(t0, t2);
+    let (u2, u3) = u(t1, t3);
+    let (u4, u5) = u(t4, t6);
+    let (u6, u7) = u(t5, t7);
+    [
+        _mm256_permute2x128_si256(u0, u4, 0x20),
+        _mm256_permute2x128_si256(u1, u5, 0x20),
+        _mm256_permute2x128_si256(u2, u6, 0x20),
+        _mm256_permute2x128_si256(u3, u7, 0x20),
+        _mm256_permute2x128_si256(u0, u4, 0x31),
+        _mm256_permute2x128_si256(u1, u5, 0x31),
+        _mm256_permute2x128_si256(u2, u6, 0x31),
+        _mm256_permute2x128_si256(u3, u7, 0x31),
+    ]
+}
+
+/// Decodes the rows of `w` (at most [`PANEL`], `nb` blocks each) into `panel`; missing rows
+/// get zero codes, scales and offsets.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut Panel) {
+    let bb = dtype.block_bytes();
+    let rows = w.len() / (nb * bb).max(1);
+    let sixteen = _mm256_set1_epi8(16);
+    for b in 0..nb {
+        let mut v = [_mm256_setzero_si256(); 8];
+        for (l, v) in v.iter_mut().enumerate().take(rows) {
+            let p = w.as_ptr().add(l * nb * bb + b * bb);
+            let d = f16_at(p);
+            let (codes, off) = match dtype {
+                DType::Q4_0 => (nibbles32(p.add(2)), -8.0 * d),
+                DType::Q4_1 => (nibbles32(p.add(4)), f16_at(p.add(2))),
+                _ => (
+                    _mm256_or_si256(
+                        nibbles32(p.add(6)),
+                        _mm256_and_si256(bits32(p.add(2)), sixteen),
+                    ),
+                    -16.0 * d,
+                ),
+            };
+            *v = codes;
+            panel.d[b * PANEL + l] = d;
+            panel.m[b * PANEL + l] = off;
+        }
+        for l in rows..PANEL {
+            panel.d[b * PANEL + l] = 0.0;
+            panel.m[b * PANEL + l] = 0.0;
+        }
+        let t = transpose8(&v);
+        panel.codes[b * 8..b * 8 + 8].copy_from_slice(&t);
+    }
+}
+
+/// The eight outputs of a decoded panel for each of the `m` activation rows, written to
+/// `y[r * n + n0 ..][..rows]`. Codes are below 32, so four `maddubs` results add up in i16
+/// without saturating (4 * 2 * 31 * 127 < 32768).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn panel_rows(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+) {
+    let ones = _mm256_set1_epi16(1);
+    let codes = panel.codes.as_ptr();
+    for r in 0..m {
+        let a = &acts[r * nb..(r + 1) * nb];
+        let mut acc = _mm256_setzero_ps();
+        for (b, q) in a.iter().enumerate() {
+            let qp = q.qs.as_ptr() as *const i32;
+            let c = codes.add(b * 8);
+            let step = |s: usize| {
+                _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
+            };
+            let s0 = _mm256_add_epi16(
+                _mm256_add_epi16(step(0), step(1)),
+                _mm256_add_epi16(step(2), step(3)),
+            );
+            let s1 = _mm256_add_epi16(
+                _mm256_add_epi16(step(4), step(5)),
+                _mm256_add_epi16(step(6), step(7)),
+            );
+            let isum = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
+            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
+            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
+            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(q.d * q.sum as f32), acc);
+            acc = _mm256_fmadd_ps(
+                _mm256_mul_ps(dv, _mm256_set1_ps(q.d)),
+                _mm256_cvtepi32_ps(isum),
+                acc,
+            );
+        }
+        let dst = y.add(r * n + n0);
+        if rows == PANEL {
+            _mm256_storeu_ps(dst, acc);
+        } else {
+            let mut tmp = [0.0f32; PANEL];
+            _mm256_storeu_ps(tmp.as_mut_ptr(), acc);
+            std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, rows);
+        }
+    }
+}
