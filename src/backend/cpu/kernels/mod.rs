@@ -195,6 +195,11 @@ pub fn matmul_with(
         }
         DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let acts = act::quantize_q8(x, k, m);
+            #[cfg(target_arch = "x86_64")]
+            if path == KernelPath::Avx2 && m >= PANEL_MIN_ROWS && avx2::has_panel(dtype) {
+                avx2::panel_matmul(dtype, w, n, k, &acts, m, y);
+                return;
+            }
             run(
                 block_kernel(path, dtype),
                 w,
@@ -315,6 +320,11 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
     }
     kernel
 }
+
+/// Activation rows from which the AVX2 kernels decode eight weight rows at a time (panels)
+/// for the encodings that have a panel kernel.
+#[cfg(target_arch = "x86_64")]
+const PANEL_MIN_ROWS: usize = 8;
 
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
 const ACT_TILE: usize = 16;
