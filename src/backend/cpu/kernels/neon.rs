@@ -88,13 +88,18 @@ int_kernels! {
     q4_1, q4_1_dot, q4_1_sdot, q4_1_imp, &[Q8Block], f32;
     q5_0, q5_0_dot, q5_0_sdot, q5_0_imp, &[Q8Block], f32;
     q5_1, q5_1_dot, q5_1_sdot, q5_1_imp, &[Q8Block], f32;
+    q8_0_rows4, q8_0_rows4_dot, q8_0_rows4_sdot, q8_0_rows4_imp, [&[Q8Block]; 4], [f32; 4];
+    q4_0_rows4, q4_0_rows4_dot, q4_0_rows4_sdot, q4_0_rows4_imp, [&[Q8Block]; 4], [f32; 4];
     q4_1_rows4, q4_1_rows4_dot, q4_1_rows4_sdot, q4_1_rows4_imp, [&[Q8Block]; 4], [f32; 4];
+    q5_0_rows4, q5_0_rows4_dot, q5_0_rows4_sdot, q5_0_rows4_imp, [&[Q8Block]; 4], [f32; 4];
+    q5_1_rows4, q5_1_rows4_dot, q5_1_rows4_sdot, q5_1_rows4_imp, [&[Q8Block]; 4], [f32; 4];
     q2_k, q2_k_dot, q2_k_sdot, q2_k_imp, &[Q8KBlock], f32;
     q3_k, q3_k_dot, q3_k_sdot, q3_k_imp, &[Q8KBlock], f32;
     q4_k, q4_k_dot, q4_k_sdot, q4_k_imp, &[Q8KBlock], f32;
     q5_k, q5_k_dot, q5_k_sdot, q5_k_imp, &[Q8KBlock], f32;
     q6_k, q6_k_dot, q6_k_sdot, q6_k_imp, &[Q8KBlock], f32;
     q4_k_rows4, q4_k_rows4_dot, q4_k_rows4_sdot, q4_k_rows4_imp, [&[Q8KBlock]; 4], [f32; 4];
+    q6_k_rows4, q6_k_rows4_dot, q6_k_rows4_sdot, q6_k_rows4_imp, [&[Q8KBlock]; 4], [f32; 4];
 }
 
 /// The kernels for f32 / f16 / bf16 weights on `path`, if it is a NEON path.
@@ -122,47 +127,48 @@ fn uses_sdot(path: KernelPath) -> Option<bool> {
     }
 }
 
+/// The [`Kernel`] of `$one` / `$four` (their `sdot` versions `$one_dot` / `$four_dot` if
+/// `$sdot`).
+macro_rules! pick {
+    ($sdot:expr, $one:ident / $one_dot:ident, $four:ident / $four_dot:ident) => {
+        if $sdot {
+            Kernel {
+                one: $one_dot,
+                four: Some($four_dot),
+            }
+        } else {
+            Kernel {
+                one: $one,
+                four: Some($four),
+            }
+        }
+    };
+}
+
 /// The kernels for the 32-value block encodings on `path`, if it is a NEON path.
 pub(super) fn block_kernel(path: KernelPath, dtype: DType) -> Option<Kernel<Q8Block>> {
     let sdot = uses_sdot(path)?;
-    let pick = |plain: super::RowDot<Q8Block>, dot: super::RowDot<Q8Block>| {
-        if sdot {
-            dot
-        } else {
-            plain
-        }
-    };
     Some(match dtype {
-        DType::Q8_0 => Kernel::one(pick(q8_0, q8_0_dot)),
-        DType::Q4_0 => Kernel::one(pick(q4_0, q4_0_dot)),
-        DType::Q4_1 => Kernel {
-            one: pick(q4_1, q4_1_dot),
-            four: Some(if sdot { q4_1_rows4_dot } else { q4_1_rows4 }),
-        },
-        DType::Q5_0 => Kernel::one(pick(q5_0, q5_0_dot)),
-        _ => Kernel::one(pick(q5_1, q5_1_dot)),
+        DType::Q8_0 => pick!(sdot, q8_0 / q8_0_dot, q8_0_rows4 / q8_0_rows4_dot),
+        DType::Q4_0 => pick!(sdot, q4_0 / q4_0_dot, q4_0_rows4 / q4_0_rows4_dot),
+        DType::Q4_1 => pick!(sdot, q4_1 / q4_1_dot, q4_1_rows4 / q4_1_rows4_dot),
+        DType::Q5_0 => pick!(sdot, q5_0 / q5_0_dot, q5_0_rows4 / q5_0_rows4_dot),
+        _ => pick!(sdot, q5_1 / q5_1_dot, q5_1_rows4 / q5_1_rows4_dot),
     })
 }
 
 /// The kernels for the k-quants on `path`, if it is a NEON path.
 pub(super) fn k_kernel(path: KernelPath, dtype: DType) -> Option<Kernel<Q8KBlock>> {
     let sdot = uses_sdot(path)?;
-    let pick = |plain: super::RowDot<Q8KBlock>, dot: super::RowDot<Q8KBlock>| {
-        if sdot {
-            dot
-        } else {
-            plain
-        }
+    let one = |plain: super::RowDot<Q8KBlock>, dot: super::RowDot<Q8KBlock>| {
+        Kernel::one(if sdot { dot } else { plain })
     };
     Some(match dtype {
-        DType::Q2K => Kernel::one(pick(q2_k, q2_k_dot)),
-        DType::Q3K => Kernel::one(pick(q3_k, q3_k_dot)),
-        DType::Q4K => Kernel {
-            one: pick(q4_k, q4_k_dot),
-            four: Some(if sdot { q4_k_rows4_dot } else { q4_k_rows4 }),
-        },
-        DType::Q5K => Kernel::one(pick(q5_k, q5_k_dot)),
-        _ => Kernel::one(pick(q6_k, q6_k_dot)),
+        DType::Q2K => one(q2_k, q2_k_dot),
+        DType::Q3K => one(q3_k, q3_k_dot),
+        DType::Q4K => pick!(sdot, q4_k / q4_k_dot, q4_k_rows4 / q4_k_rows4_dot),
+        DType::Q5K => one(q5_k, q5_k_dot),
+        _ => pick!(sdot, q6_k / q6_k_dot, q6_k_rows4 / q6_k_rows4_dot),
     })
 }
 
@@ -266,6 +272,11 @@ impl FloatLoad for Bf16 {
     }
 }
 
+/// The length of the shortest of four activation rows, at most `cap`.
+fn shortest<A>(rows: [&[A]; 4], cap: usize) -> usize {
+    rows.iter().map(|r| r.len()).fold(cap, usize::min)
+}
+
 /// One float weight row against one activation row, 16 values per step.
 #[inline(always)]
 unsafe fn float_row<L: FloatLoad>(w: &[u8], x: &[f32]) -> f32 {
@@ -301,12 +312,7 @@ unsafe fn float_row<L: FloatLoad>(w: &[u8], x: &[f32]) -> f32 {
 /// One float weight row against four activation rows: each weight is converted once.
 #[inline(always)]
 unsafe fn float_rows4<L: FloatLoad>(w: &[u8], x: [&[f32]; 4]) -> [f32; 4] {
-    let n = x
-        .iter()
-        .map(|r| r.len())
-        .min()
-        .unwrap_or(0)
-        .min(w.len() / L::SIZE);
+    let n = shortest(x, w.len() / L::SIZE);
     let wp = w.as_ptr();
     let mut acc = [[vdupq_n_f32(0.0); 2]; 4];
     let mut i = 0;
@@ -465,28 +471,37 @@ unsafe fn q4_1_imp<D: Dot>(w: &[u8], a: &[Q8Block]) -> f32 {
     dots + offsets32(w, a, 20)
 }
 
-/// q4_1 against four activation rows: each block's nibbles and scales are decoded once.
+/// One row of 32-value blocks (`bb` bytes each) against four activation rows, each block
+/// decoded once: `codes` gives a block's 32 codes, each lane of a row's sums starts at
+/// `bias * sum(qs)` (the code offset), and `min_at` is the byte offset of an f16 min, if any.
 // Block `i` of all four activation rows is read in step with weight block `i`.
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
-unsafe fn q4_1_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
-    let nb = a
-        .iter()
-        .map(|r| r.len())
-        .min()
-        .unwrap_or(0)
-        .min(w.len() / 20);
+unsafe fn rows4_blocks32<D: Dot>(
+    w: &[u8],
+    a: [&[Q8Block]; 4],
+    bb: usize,
+    codes: impl Fn(*const u8) -> (int8x16_t, int8x16_t),
+    bias: i32,
+    min_at: Option<usize>,
+) -> [f32; 4] {
+    let nb = shortest(a, w.len() / bb);
     let mut acc = [vdupq_n_f32(0.0); 4];
     let mut off = [0.0f32; 4];
     for i in 0..nb {
-        let p = w.as_ptr().add(i * 20);
-        let (c0, c1) = nibbles32(p.add(4));
-        let (d, m) = (f16_at(p), f16_at(p.add(2)));
+        let p = w.as_ptr().add(i * bb);
+        let (c0, c1) = codes(p);
+        let d = f16_at(p);
         for r in 0..4 {
             let q = &a[r][i];
-            let s = dot32::<D>(vdupq_n_s32(0), c0, c1, q);
+            let s = dot32::<D>(vdupq_n_s32(bias * q.sum), c0, c1, q);
             acc[r] = vfmaq_n_f32(acc[r], vcvtq_f32_s32(s), d * q.d);
-            off[r] += m * q.d * q.sum as f32;
+        }
+        if let Some(o) = min_at {
+            let m = f16_at(p.add(o));
+            for r in 0..4 {
+                off[r] += m * a[r][i].d * a[r][i].sum as f32;
+            }
         }
     }
     let mut out = [0.0f32; 4];
@@ -494,6 +509,37 @@ unsafe fn q4_1_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
         out[r] = vaddvq_f32(acc[r]) + off[r];
     }
     out
+}
+
+#[inline(always)]
+unsafe fn q8_0_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    let codes = |p: *const u8| {
+        (
+            sbytes(p.add(2) as *const i8),
+            sbytes(p.add(18) as *const i8),
+        )
+    };
+    rows4_blocks32::<D>(w, a, 34, codes, 0, None)
+}
+
+#[inline(always)]
+unsafe fn q4_0_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32::<D>(w, a, 18, |p| nibbles32(p.add(2)), -2, None)
+}
+
+#[inline(always)]
+unsafe fn q4_1_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32::<D>(w, a, 20, |p| nibbles32(p.add(4)), 0, Some(2))
+}
+
+#[inline(always)]
+unsafe fn q5_0_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32::<D>(w, a, 22, |p| fives32(p.add(2), p.add(6)), -4, None)
+}
+
+#[inline(always)]
+unsafe fn q5_1_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
+    rows4_blocks32::<D>(w, a, 24, |p| fives32(p.add(4), p.add(8)), 0, Some(2))
 }
 
 #[inline(always)]
@@ -548,19 +594,34 @@ unsafe fn bit_to(v: uint8x16_t, bit: usize, value: u8) -> uint8x16_t {
     vandq_u8(vtstq_u8(v, vdupq_n_u8(1 << bit)), vdupq_n_u8(value))
 }
 
-/// `sumi` plus `sc0 * (c0 . a[0..16]) + sc1 * (c1 . a[16..32])` for the 32 activations at `a`
-/// (two sub-blocks of 16 with their own scales).
+/// `sum_j sc[j] * (codes[j] . a[16j..16j + 16])` over the sixteen 16-value sub-blocks of a
+/// q2_k / q3_k / q6_k block (four i32 lanes).
 #[inline(always)]
-unsafe fn scaled_pair16<D: Dot>(
-    sumi: int32x4_t,
-    (c0, c1): (int8x16_t, int8x16_t),
-    a: *const i8,
-    (sc0, sc1): (i32, i32),
-) -> int32x4_t {
+unsafe fn k16_dots<D: Dot>(codes: &[int8x16_t; 16], sc: &[i8; 16], q: &Q8KBlock) -> int32x4_t {
+    let qa = q.qs.as_ptr();
     let zero = vdupq_n_s32(0);
-    let d0 = D::dot(zero, c0, sbytes(a));
-    let d1 = D::dot(zero, c1, sbytes(a.add(16)));
-    vmlaq_n_s32(vmlaq_n_s32(sumi, d0, sc0), d1, sc1)
+    let mut sumi = zero;
+    for (j, &c) in codes.iter().enumerate() {
+        sumi = vmlaq_n_s32(sumi, D::dot(zero, c, sbytes(qa.add(16 * j))), sc[j] as i32);
+    }
+    sumi
+}
+
+/// The 2-bit fields of the 64 bytes at `p` by 16-value sub-block (value `c*128 + s*32 + l` is
+/// bits `2s..2s+2` of byte `32c + l`), with `high(t, half)` ORed into sub-block `2t + half`.
+#[inline(always)]
+unsafe fn k2_codes(p: *const u8, high: impl Fn(usize, usize) -> uint8x16_t) -> [int8x16_t; 16] {
+    let mut codes = [vdupq_n_s8(0); 16];
+    for c in 0..2 {
+        let v = [bytes(p.add(32 * c)), bytes(p.add(32 * c + 16))];
+        for s in 0..4 {
+            let t = 4 * c + s;
+            for (half, &v) in v.iter().enumerate() {
+                codes[2 * t + half] = s8(vorrq_u8(twos(v, s), high(t, half)));
+            }
+        }
+    }
+    codes
 }
 
 #[inline(always)]
@@ -568,20 +629,10 @@ unsafe fn q2_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = 0.0f32;
     for (b, q) in w.chunks_exact(84).zip(a) {
         let p = b.as_ptr();
-        let mins = s8(vshrq_n_u8::<4>(bytes(p)));
-        let m = scale_bsums16(mins, &q.bsums);
-        let qa = q.qs.as_ptr();
-        let mut sumi = vdupq_n_s32(0);
-        for c in 0..2 {
-            let (v0, v1) = (bytes(p.add(16 + 32 * c)), bytes(p.add(32 + 32 * c)));
-            for s in 0..4 {
-                let t = 4 * c + s;
-                let sc = ((b[2 * t] & 15) as i32, (b[2 * t + 1] & 15) as i32);
-                let codes = (s8(twos(v0, s)), s8(twos(v1, s)));
-                sumi = scaled_pair16::<D>(sumi, codes, qa.add(32 * t), sc);
-            }
-        }
-        let s = vaddvq_s32(sumi);
+        let m = scale_bsums16(s8(vshrq_n_u8::<4>(bytes(p))), &q.bsums);
+        let sc: [i8; 16] = std::array::from_fn(|j| (b[j] & 15) as i8);
+        let codes = k2_codes(p.add(16), |_, _| vdupq_n_u8(0));
+        let s = vaddvq_s32(k16_dots::<D>(&codes, &sc, q));
         acc += f16_at(p.add(80)) * q.d * s as f32 - f16_at(p.add(82)) * q.d * m as f32;
     }
     acc
@@ -595,22 +646,9 @@ unsafe fn q3_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
         let sc = q3_k_scales(&b[96..108]);
         // sum (q - 4 [bit clear]) a = sum q' a - 4 sum a with q' = low | 4 bit: 4 sc.bsums off.
         let offset = scale_bsums16(sbytes(sc.as_ptr()), &q.bsums);
-        let (hm0, hm1) = (bytes(p), bytes(p.add(16)));
-        let qa = q.qs.as_ptr();
-        let mut sumi = vdupq_n_s32(0);
-        for c in 0..2 {
-            let (v0, v1) = (bytes(p.add(32 + 32 * c)), bytes(p.add(48 + 32 * c)));
-            for s in 0..4 {
-                let t = 4 * c + s;
-                let codes = (
-                    s8(vorrq_u8(twos(v0, s), bit_to(hm0, t, 4))),
-                    s8(vorrq_u8(twos(v1, s), bit_to(hm1, t, 4))),
-                );
-                let scs = (sc[2 * t] as i32, sc[2 * t + 1] as i32);
-                sumi = scaled_pair16::<D>(sumi, codes, qa.add(32 * t), scs);
-            }
-        }
-        let s = vaddvq_s32(sumi) - 4 * offset;
+        let hm = [bytes(p), bytes(p.add(16))];
+        let codes = k2_codes(p.add(32), |t, half| bit_to(hm[half], t, 4));
+        let s = vaddvq_s32(k16_dots::<D>(&codes, &sc, q)) - 4 * offset;
         acc += f16_at(p.add(108)) * q.d * s as f32;
     }
     acc
@@ -673,10 +711,24 @@ unsafe fn k4_codes(
     codes
 }
 
-/// No fifth bit (q4_k).
+/// `d_a * (d * sum_j sc[j] q . a - dmin * sum_j mn[j] bsums32[j])` of one q4_k / q5_k block
+/// (codes decoded, scales and mins from [`k4_scales`]).
 #[inline(always)]
-unsafe fn no_high(_: usize) -> (uint8x16_t, uint8x16_t) {
-    (vdupq_n_u8(0), vdupq_n_u8(0))
+unsafe fn k4_block<D: Dot>(
+    p: *const u8,
+    codes: &[(int8x16_t, int8x16_t); 8],
+    (sc, mn): ([u8; 8], uint8x8_t),
+    q: &Q8KBlock,
+) -> f32 {
+    let m = scale_bsums8(mn, &q.bsums32);
+    let s = vaddvq_s32(k4_dots::<D>(codes, &sc, q));
+    f16_at(p) * q.d * s as f32 - f16_at(p.add(2)) * q.d * m as f32
+}
+
+/// The codes of the q4_k block at `p`.
+#[inline(always)]
+unsafe fn q4_codes(p: *const u8) -> [(int8x16_t, int8x16_t); 8] {
+    k4_codes(p.add(16), |_| (vdupq_n_u8(0), vdupq_n_u8(0)))
 }
 
 #[inline(always)]
@@ -684,11 +736,7 @@ unsafe fn q4_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = 0.0f32;
     for (b, q) in w.chunks_exact(144).zip(a) {
         let p = b.as_ptr();
-        let (sc, mn) = k4_scales(p.add(4));
-        let m = scale_bsums8(mn, &q.bsums32);
-        let codes = k4_codes(p.add(16), |j| no_high(j));
-        let s = vaddvq_s32(k4_dots::<D>(&codes, &sc, q));
-        acc += f16_at(p) * q.d * s as f32 - f16_at(p.add(2)) * q.d * m as f32;
+        acc += k4_block::<D>(p, &q4_codes(p), k4_scales(p.add(4)), q);
     }
     acc
 }
@@ -698,23 +746,12 @@ unsafe fn q4_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
 #[allow(clippy::needless_range_loop)]
 #[inline(always)]
 unsafe fn q4_k_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
-    let nb = a
-        .iter()
-        .map(|r| r.len())
-        .min()
-        .unwrap_or(0)
-        .min(w.len() / 144);
     let mut out = [0.0f32; 4];
-    for i in 0..nb {
+    for i in 0..shortest(a, w.len() / 144) {
         let p = w.as_ptr().add(i * 144);
-        let (sc, mn) = k4_scales(p.add(4));
-        let codes = k4_codes(p.add(16), |j| no_high(j));
-        let (dw, dminw) = (f16_at(p), f16_at(p.add(2)));
+        let (codes, scales) = (q4_codes(p), k4_scales(p.add(4)));
         for r in 0..4 {
-            let q = &a[r][i];
-            let m = scale_bsums8(mn, &q.bsums32);
-            let s = vaddvq_s32(k4_dots::<D>(&codes, &sc, q));
-            out[r] += dw * q.d * s as f32 - dminw * q.d * m as f32;
+            out[r] += k4_block::<D>(p, &codes, scales, &a[r][i]);
         }
     }
     out
@@ -725,62 +762,74 @@ unsafe fn q5_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = 0.0f32;
     for (b, q) in w.chunks_exact(176).zip(a) {
         let p = b.as_ptr();
-        let (sc, mn) = k4_scales(p.add(4));
-        let m = scale_bsums8(mn, &q.bsums32);
         let (qh0, qh1) = (bytes(p.add(16)), bytes(p.add(32)));
         let codes = k4_codes(p.add(48), |j| (bit_to(qh0, j, 16), bit_to(qh1, j, 16)));
-        let s = vaddvq_s32(k4_dots::<D>(&codes, &sc, q));
-        acc += f16_at(p) * q.d * s as f32 - f16_at(p.add(2)) * q.d * m as f32;
+        acc += k4_block::<D>(p, &codes, k4_scales(p.add(4)), q);
     }
     acc
+}
+
+/// The 256 six-bit codes of the q6_k block at `p` by 16-value sub-block.
+#[inline(always)]
+unsafe fn q6_codes(p: *const u8) -> [int8x16_t; 16] {
+    let (m4, m30) = (vdupq_n_u8(15), vdupq_n_u8(0x30));
+    let mut codes = [vdupq_n_s8(0); 16];
+    for h in 0..2 {
+        for half in 0..2 {
+            let l0 = bytes(p.add(64 * h + 16 * half));
+            let l1 = bytes(p.add(64 * h + 32 + 16 * half));
+            let qh = bytes(p.add(128 + 32 * h + 16 * half));
+            // Value 128h + 32t + l: nibble t / 2 of ql[64h + 32 (t % 2) + l], with bits
+            // 2t..2t+2 of qh[32h + l] above it.
+            let parts = [
+                (vandq_u8(l0, m4), vandq_u8(vshlq_n_u8::<4>(qh), m30)),
+                (vandq_u8(l1, m4), vandq_u8(vshlq_n_u8::<2>(qh), m30)),
+                (vshrq_n_u8::<4>(l0), vandq_u8(qh, m30)),
+                (
+                    vshrq_n_u8::<4>(l1),
+                    vshrq_n_u8::<2>(vandq_u8(qh, vdupq_n_u8(0xc0))),
+                ),
+            ];
+            for (t, (lo, hi)) in parts.into_iter().enumerate() {
+                codes[8 * h + 2 * t + half] = s8(vorrq_u8(lo, hi));
+            }
+        }
+    }
+    codes
+}
+
+/// `d_a * d * sum_j sc[j] * (q - 32) . a` of one q6_k block (codes decoded, scales at `p + 192`).
+#[inline(always)]
+unsafe fn q6_block<D: Dot>(p: *const u8, codes: &[int8x16_t; 16], q: &Q8KBlock) -> f32 {
+    let sc = &*(p.add(192) as *const [i8; 16]);
+    // sum (q - 32) a: 32 sc.bsums off.
+    let offset = scale_bsums16(sbytes(sc.as_ptr()), &q.bsums);
+    let s = vaddvq_s32(k16_dots::<D>(codes, sc, q)) - 32 * offset;
+    f16_at(p.add(208)) * q.d * s as f32
 }
 
 #[inline(always)]
 unsafe fn q6_k_imp<D: Dot>(w: &[u8], a: &[Q8KBlock]) -> f32 {
     let mut acc = 0.0f32;
-    let (m4, m30) = (vdupq_n_u8(15), vdupq_n_u8(0x30));
     for (b, q) in w.chunks_exact(210).zip(a) {
         let p = b.as_ptr();
-        let scb = sbytes(p.add(192) as *const i8);
-        // sum (q - 32) a: 32 sc.bsums off.
-        let offset = scale_bsums16(scb, &q.bsums);
-        let qa = q.qs.as_ptr();
-        let mut sumi = vdupq_n_s32(0);
-        for h in 0..2 {
-            let ql = |o: usize| bytes(p.add(64 * h + o));
-            let (l00, l01, l10, l11) = (ql(0), ql(16), ql(32), ql(48));
-            let (h0, h1) = (bytes(p.add(128 + 32 * h)), bytes(p.add(144 + 32 * h)));
-            // Bits 2t..2t+2 of qh, moved to bits 4..6, for t = 0..4.
-            let high = [
-                (
-                    vandq_u8(vshlq_n_u8::<4>(h0), m30),
-                    vandq_u8(vshlq_n_u8::<4>(h1), m30),
-                ),
-                (
-                    vandq_u8(vshlq_n_u8::<2>(h0), m30),
-                    vandq_u8(vshlq_n_u8::<2>(h1), m30),
-                ),
-                (vandq_u8(h0, m30), vandq_u8(h1, m30)),
-                (
-                    vshrq_n_u8::<2>(vandq_u8(h0, vdupq_n_u8(0xc0))),
-                    vshrq_n_u8::<2>(vandq_u8(h1, vdupq_n_u8(0xc0))),
-                ),
-            ];
-            let low = [
-                (vandq_u8(l00, m4), vandq_u8(l01, m4)),
-                (vandq_u8(l10, m4), vandq_u8(l11, m4)),
-                (vshrq_n_u8::<4>(l00), vshrq_n_u8::<4>(l01)),
-                (vshrq_n_u8::<4>(l10), vshrq_n_u8::<4>(l11)),
-            ];
-            for (t, ((lo0, lo1), (hi0, hi1))) in low.into_iter().zip(high).enumerate() {
-                let j = 8 * h + 2 * t;
-                let codes = (s8(vorrq_u8(lo0, hi0)), s8(vorrq_u8(lo1, hi1)));
-                let scs = (*p.add(192 + j) as i8 as i32, *p.add(193 + j) as i8 as i32);
-                sumi = scaled_pair16::<D>(sumi, codes, qa.add(128 * h + 32 * t), scs);
-            }
-        }
-        let s = vaddvq_s32(sumi) - 32 * offset;
-        acc += f16_at(p.add(208)) * q.d * s as f32;
+        acc += q6_block::<D>(p, &q6_codes(p), q);
     }
     acc
+}
+
+/// q6_k against four activation rows: each block's codes are decoded once.
+// Block `i` of all four activation rows is read in step with weight block `i`.
+#[allow(clippy::needless_range_loop)]
+#[inline(always)]
+unsafe fn q6_k_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+    let mut out = [0.0f32; 4];
+    for i in 0..shortest(a, w.len() / 210) {
+        let p = w.as_ptr().add(i * 210);
+        let codes = q6_codes(p);
+        for r in 0..4 {
+            out[r] += q6_block::<D>(p, &codes, &a[r][i]);
+        }
+    }
+    out
 }
