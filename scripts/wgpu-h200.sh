@@ -5,6 +5,8 @@
 #   scripts/wgpu-h200.sh bench   carry .gl .wgbin .xfer1
 #   scripts/wgpu-h200.sh smol    carry .xfer2
 #
+# (the first copies the binary to /tmp/cyb: the second call's 64 MiB go to
+# the second half of SmolLM2).
 # .wgbin = stripped release binary, ggml-vocab-llama-bpe.gguf (vocab.gguf),
 # the gguf-py package (py/); .xfer1/.xfer2 = the two halves of SmolLM2-135M's
 # Q4_1 GGUF, xz-compressed (scripts/wgpu-h200-split.sh makes them: the file
@@ -19,22 +21,22 @@ phase=${1:?bench or smol}
 for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
 export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
 export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-B=$PWD/.wgbin/cyb-llm
 M=/tmp/cyb; mkdir -p $M
+B=$M/cyb-llm
 say() { echo "=== $*"; }
 greedy() { # model backend
   $B run "$1" -p "The capital of France is" -n 16 --temp 0 --no-chat --backend "$2" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
 }
-parity() { # model label
-  local c w w2
-  c=$(greedy "$1" cpu); w=$(greedy "$1" wgpu); w2=$(greedy "$1" wgpu)
-  say "$2 cpu : $c"; say "$2 wgpu: $w"; say "$2 wgpu again: $w2"
-  [ "$c" = "$w" ] && [ "$w" = "$w2" ] && say "$2 PARITY OK" || say "$2 PARITY FAIL"
+parity() { # model label: wgpu (twice) against the reference backend (the arbiter)
+  local c r w w2
+  c=$(greedy "$1" cpu); r=$(greedy "$1" reference); w=$(greedy "$1" wgpu); w2=$(greedy "$1" wgpu)
+  say "$2 cpu      : $c"; say "$2 reference: $r"; say "$2 wgpu     : $w"; say "$2 wgpu again: $w2"
+  [ "$r" = "$w" ] && [ "$w" = "$w2" ] && say "$2 PARITY wgpu = reference OK" || say "$2 PARITY FAIL"
 }
 case $phase in
 bench)
-  cp .xfer1/* $M/
+  cp .xfer1/* .wgbin/cyb-llm $M/
   nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
   $B backends
   export PYTHONPATH=$PWD/.wgbin/py
@@ -46,6 +48,7 @@ bench)
   rm -f $M/l8b.gguf
   say "8b profile (run -n 64, CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "8b run"
   $B run $M/l8b.model -p "The capital of France is" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "8b bench"

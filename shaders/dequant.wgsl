@@ -234,13 +234,19 @@ fn q_q6_k(rb: u32, sb: u32, i: u32) -> f32 {
     return sc * (f32(lo | (hi << 4u)) - 32.0);
 }
 
-// Matvec parts (shaders/matvec.wgsl): the dot product of 8 values of sub-block
-// sb of the row at byte rb (values 4qq..4qq+3 with xa, 16+4qq..16+4qq+3 with
-// xb; xa/xb are zero past K) decoded from whole 32-bit words.
+// Word-wise decoding for matvec.wgsl and mm.wgsl: 8 values of sub-block sb of
+// the row at byte rb, values 4qq..4qq+3 (`a`) and 16+4qq..16+4qq+3 (`b`),
+// value = d * q + m (zero past K), decoded from whole 32-bit words.
+struct Dq {
+    a: vec4<f32>,
+    b: vec4<f32>,
+    d: f32,
+    m: f32,
+}
 
-// The 32-bit little-endian word at any byte offset.
-// Branch-free (neighbouring threads differ in alignment); the second word may
-// lie past the buffer when the offset is aligned (a robust load, unused).
+// The 32-bit little-endian word at any byte offset. Branch-free (neighbouring
+// threads differ in alignment); the second word may lie past the buffer when
+// the offset is aligned (a robust load, unused).
 fn u32at(o: u32) -> u32 {
     let i = o >> 2u;
     let s = (o & 3u) * 8u;
@@ -249,35 +255,47 @@ fn u32at(o: u32) -> u32 {
     return select((lo >> s) | (hi << ((32u - s) & 31u)), lo, s == 0u);
 }
 
-// The four bytes of a word as values.
-fn bytes4(q: u32) -> vec4<f32> {
-    return vec4<f32>(f32(q & 255u), f32((q >> 8u) & 255u), f32((q >> 16u) & 255u), f32(q >> 24u));
+// The four bytes of a word as values minus `off`. No int-to-float
+// conversion (a quarter-rate instruction on NVIDIA): a byte b ORed into the
+// mantissa of 2^23 is the float 2^23 + b, exactly.
+fn bytes4_minus(q: u32, off: f32) -> vec4<f32> {
+    let v = (vec4<u32>(q) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(255u);
+    return bitcast<vec4<f32>>(v | vec4<u32>(0x4b000000u)) - vec4<f32>(8388608.0 + off);
 }
 
-// The four bytes of a word as signed values.
+fn bytes4(q: u32) -> vec4<f32> {
+    return bytes4_minus(q, 0.0);
+}
+
+// The four bytes of a word as signed values (b ^ 0x80 is b + 128 as unsigned).
 fn sbytes4(q: u32) -> vec4<f32> {
-    let v = vec4<i32>(i32(q << 24u), i32(q << 16u), i32(q << 8u), i32(q)) >> vec4<u32>(24u);
-    return vec4<f32>(v);
+    return bytes4_minus(q ^ 0x80808080u, 128.0);
 }
 
 fn hsum(v: vec4<f32>) -> f32 {
     return v.x + v.y + v.z + v.w;
 }
 
+// The dot product of a part with x values xa, xb (zero past K).
+fn dq_dot(q: Dq, xa: vec4<f32>, xb: vec4<f32>) -> f32 {
+    return q.d * (dot(q.a, xa) + dot(q.b, xb)) + q.m * (hsum(xa) + hsum(xb));
+}
+
 // Any encoding, value by value through blk_sm / blk_q.
-fn mvp_generic(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_generic(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let sm = blk_sm(rb, sb);
-    var dq = 0.0;
+    var a = vec4<f32>();
+    var b = vec4<f32>();
     for (var i = 0u; i < 4u; i++) {
         let ia = qq * 4u + i;
         if sb * 32u + ia < kk {
-            dq += blk_q(rb, sb, ia) * xa[i];
+            a[i] = blk_q(rb, sb, ia);
         }
         if sb * 32u + ia + 16u < kk {
-            dq += blk_q(rb, sb, ia + 16u) * xb[i];
+            b[i] = blk_q(rb, sb, ia + 16u);
         }
     }
-    return sm.x * dq + sm.y * (hsum(xa) + hsum(xb));
+    return Dq(a, b, sm.x, sm.y);
 }
 
 // Four f16 values from element k on (zero past K).
@@ -295,9 +313,9 @@ fn f16x4(rb: u32, k: u32, kk: u32) -> vec4<f32> {
     return v;
 }
 
-fn mvp_f16(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_f16(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let k0 = sb * 32u + qq * 4u;
-    return dot(f16x4(rb, k0, kk), xa) + dot(f16x4(rb, k0 + 16u, kk), xb);
+    return Dq(f16x4(rb, k0, kk), f16x4(rb, k0 + 16u, kk), 1.0, 0.0);
 }
 
 // Four f32 values from element k on (zero past K).
@@ -315,70 +333,68 @@ fn f32x4(rb: u32, k: u32, kk: u32) -> vec4<f32> {
     return v;
 }
 
-fn mvp_f32(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_f32(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let k0 = sb * 32u + qq * 4u;
-    return dot(f32x4(rb, k0, kk), xa) + dot(f32x4(rb, k0 + 16u, kk), xb);
+    return Dq(f32x4(rb, k0, kk), f32x4(rb, k0 + 16u, kk), 1.0, 0.0);
 }
 
-fn mvp_q8_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q8_0(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + sb * 34u;
     let o = b + 2u + qq * 4u;
-    return f16at(b) * (dot(sbytes4(u32at(o)), xa) + dot(sbytes4(u32at(o + 16u)), xb));
+    return Dq(sbytes4(u32at(o)), sbytes4(u32at(o + 16u)), f16at(b), 0.0);
 }
 
-fn mvp_q4_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q4_0(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + sb * 18u;
     let q = u32at(b + 2u + qq * 4u);
-    let lo = bytes4(q & 0x0f0f0f0fu) - vec4<f32>(8.0);
-    let hi = bytes4((q >> 4u) & 0x0f0f0f0fu) - vec4<f32>(8.0);
-    return f16at(b) * (dot(lo, xa) + dot(hi, xb));
+    let lo = bytes4_minus(q & 0x0f0f0f0fu, 8.0);
+    let hi = bytes4_minus((q >> 4u) & 0x0f0f0f0fu, 8.0);
+    return Dq(lo, hi, f16at(b), 0.0);
 }
 
-fn mvp_q4_1(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q4_1(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + sb * 20u;
     let dm = unpack2x16float(w[b >> 2u]);
     let q = w[(b >> 2u) + 1u + qq];
-    let lo = bytes4(q & 0x0f0f0f0fu);
-    let hi = bytes4((q >> 4u) & 0x0f0f0f0fu);
-    return dm.x * (dot(lo, xa) + dot(hi, xb)) + dm.y * (hsum(xa) + hsum(xb));
+    return Dq(bytes4(q & 0x0f0f0f0fu), bytes4((q >> 4u) & 0x0f0f0f0fu), dm.x, dm.y);
 }
 
-// Bits 4qq..4qq+3 of qh spread to bit 4 of four bytes.
+// Bits first..first+3 of qh spread to bit 4 of four bytes.
 fn hbits4(qh: u32, first: u32) -> u32 {
     let h = (qh >> first) & 15u;
     return ((h & 1u) | ((h & 2u) << 7u) | ((h & 4u) << 14u) | ((h & 8u) << 21u)) << 4u;
 }
 
-fn mvp_q5_0(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q5_0(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + sb * 22u;
     let qh = u32at(b + 2u);
     let q = u32at(b + 6u + qq * 4u);
-    let lo = bytes4((q & 0x0f0f0f0fu) | hbits4(qh, qq * 4u)) - vec4<f32>(16.0);
-    let hi = bytes4(((q >> 4u) & 0x0f0f0f0fu) | hbits4(qh, 16u + qq * 4u)) - vec4<f32>(16.0);
-    return f16at(b) * (dot(lo, xa) + dot(hi, xb));
+    let lo = bytes4_minus((q & 0x0f0f0f0fu) | hbits4(qh, qq * 4u), 16.0);
+    let hi = bytes4_minus(((q >> 4u) & 0x0f0f0f0fu) | hbits4(qh, 16u + qq * 4u), 16.0);
+    return Dq(lo, hi, f16at(b), 0.0);
 }
 
-fn mvp_q5_1(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q5_1(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + sb * 24u;
     let dm = unpack2x16float(w[b >> 2u]);
     let qh = w[(b >> 2u) + 1u];
     let q = w[(b >> 2u) + 2u + qq];
     let lo = bytes4((q & 0x0f0f0f0fu) | hbits4(qh, qq * 4u));
     let hi = bytes4(((q >> 4u) & 0x0f0f0f0fu) | hbits4(qh, 16u + qq * 4u));
-    return dm.x * (dot(lo, xa) + dot(hi, xb)) + dm.y * (hsum(xa) + hsum(xb));
+    return Dq(lo, hi, dm.x, dm.y);
 }
 
-fn mvp_q4_k(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q4_k(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let sm = sm_q4_k(rb, sb);
     let sub = sb % 8u;
     let o = rb + (sb / 8u) * 144u + 16u + 32u * (sub / 2u) + 4u * qq;
     let sh = (sub & 1u) * 4u;
     let va = bytes4((w[o >> 2u] >> sh) & 0x0f0f0f0fu);
     let vb = bytes4((w[(o >> 2u) + 4u] >> sh) & 0x0f0f0f0fu);
-    return sm.x * (dot(va, xa) + dot(vb, xb)) + sm.y * (hsum(xa) + hsum(xb));
+    return Dq(va, vb, sm.x, sm.y);
 }
 
-fn mvp_q6_k(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 {
+fn dq_q6_k(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {
     let b = rb + (sb / 8u) * 210u;
     let sub = sb % 8u;
     let half = sub / 4u;
@@ -390,7 +406,7 @@ fn mvp_q6_k(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) ->
     let qa = ((u32at(ol) >> shl) & 0x0f0f0f0fu) | (((u32at(oh) >> shh) & 0x03030303u) << 4u);
     let qb = ((u32at(ol + 16u) >> shl) & 0x0f0f0f0fu) | (((u32at(oh + 16u) >> shh) & 0x03030303u) << 4u);
     let s = b + 192u + 8u * half + 2u * quarter;
-    let va = bytes4(qa) - vec4<f32>(32.0);
-    let vb = bytes4(qb) - vec4<f32>(32.0);
-    return f16at(b + 208u) * (i8at(s) * dot(va, xa) + i8at(s + 1u) * dot(vb, xb));
+    let va = bytes4_minus(qa, 32.0) * i8at(s);
+    let vb = bytes4_minus(qb, 32.0) * i8at(s + 1u);
+    return Dq(va, vb, f16at(b + 208u), 0.0);
 }

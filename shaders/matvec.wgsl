@@ -4,7 +4,7 @@
 // 4q..4q+3 and 16+4q..16+4q+3, which for q4_0/q4_1/q5_x/q4_k/q6_k are the low and
 // high nibbles of one 32-bit word) so neighbouring threads read neighbouring
 // words of a block, and every x load serves all NR rows. The per-dtype
-// `mv_part` (shaders/dequant.wgsl) decodes whole words; the reduction and entry
+// `mv_dq` (shaders/dequant.wgsl) decodes whole words; the reduction and entry
 // point are appended (matvec_sg.wgsl with subgroups, matvec_wg.wgsl without).
 // a = (1, N in chunk, K, row bytes), b = (n_off, _).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -60,10 +60,10 @@ fn mv_step(rows: vec4<u32>, e: u32, kk: u32) -> vec4<f32> {
     let xa = xv4(k0, kk);
     let xb = xv4(k0 + 16u, kk);
     return vec4<f32>(
-        mv_part(rows.x, sb, qq, xa, xb, kk),
-        mv_part(rows.y, sb, qq, xa, xb, kk),
-        mv_part(rows.z, sb, qq, xa, xb, kk),
-        mv_part(rows.w, sb, qq, xa, xb, kk),
+        dq_dot(mv_dq(rows.x, sb, qq, kk), xa, xb),
+        dq_dot(mv_dq(rows.y, sb, qq, kk), xa, xb),
+        dq_dot(mv_dq(rows.z, sb, qq, kk), xa, xb),
+        dq_dot(mv_dq(rows.w, sb, qq, kk), xa, xb),
     );
 }
 

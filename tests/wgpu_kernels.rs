@@ -94,13 +94,14 @@ fn matmul_every_dtype_matches_reference() {
     }
 }
 
-/// The decode matvec (one input row) over several loop turns of its
-/// workgroup (K above 32 x 128 / 4 values) and a row count that is no
-/// multiple of its 4 rows per workgroup, with the subgroup reduction (when the
-/// adapter has SUBGROUP) and with the workgroup-memory one.
+/// The decode matvec (one input row) and the mm kernel (9 rows: two tiles of
+/// 8) over several loop turns of their workgroups (K above 32 x 128 / 4
+/// values) and a row count that is no multiple of their 4 rows per
+/// workgroup; the matvec with the subgroup reduction (when the adapter has
+/// SUBGROUP) and with the workgroup-memory one.
 #[test]
-fn matvec_long_rows_both_reductions_match_reference() {
-    let mut r = rng("matvec_long_rows_both_reductions_match_reference");
+fn matvec_and_mm_long_rows_match_reference() {
+    let mut r = rng("matvec_and_mm_long_rows_match_reference");
     let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
     for dtype in MATMUL_DTYPES {
         let k = match dtype.block_values() {
@@ -108,11 +109,13 @@ fn matvec_long_rows_both_reductions_match_reference() {
             32 => 1120,
             _ => 1280,
         };
-        let x = rand_tensor(&mut r, &[1, k]);
         let w = rand_weight(&mut r, &[13, k], dtype);
-        let floor = matmul_typical(&x, &w);
-        for g in [gpu(), &plain] {
-            check_on(g, &Op::Matmul, &[x.clone(), w.clone()], 1e-4, floor);
+        for m in [1, 9] {
+            let x = rand_tensor(&mut r, &[m, k]);
+            let floor = matmul_typical(&x, &w);
+            for g in [gpu(), &plain] {
+                check_on(g, &Op::Matmul, &[x.clone(), w.clone()], 1e-4, floor);
+            }
         }
     }
 }

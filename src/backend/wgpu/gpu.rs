@@ -79,6 +79,8 @@ pub struct Recorder {
     submits: u64,
     /// Kernel of each timestamped dispatch of this batch (profiling only).
     profiled: Vec<String>,
+    /// When the first op of this batch was recorded (profiling only).
+    started: Option<std::time::Instant>,
 }
 
 /// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
@@ -89,6 +91,8 @@ struct Profiler {
     staging: wgpu::Buffer,
     period_ns: f64,
     totals: Mutex<HashMap<String, (f64, u64)>>,
+    /// Host milliseconds recording batches and submitting them.
+    host_ms: Mutex<(f64, f64)>,
 }
 
 /// Bind groups by (kernel, parameter slot, buffers): a decode step records the
@@ -129,8 +133,8 @@ fn oom(bytes: u64) -> ExecutionError {
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
 const DEQUANT: &str = include_str!("../../../shaders/dequant.wgsl");
 
-/// Encodings with a word-wise matvec decoder (`mvp_*` in shaders/dequant.wgsl);
-/// the others go value by value (`mvp_generic`).
+/// Encodings with a word-wise decoder (`dq_*` in shaders/dequant.wgsl) for the
+/// matvec and mm kernels; the others go value by value (`dq_generic`).
 const MATVEC_WORDS: [&str; 9] = [
     "f32", "f16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q6_k",
 ];
@@ -155,7 +159,7 @@ pub fn deq_name(dtype: DType) -> Option<&'static str> {
 
 fn kernel_source(name: &str) -> Option<&'static str> {
     Some(match name {
-        "matmul" => include_str!("../../../shaders/matmul.wgsl"),
+        "mm" => include_str!("../../../shaders/mm.wgsl"),
         "embed" => include_str!("../../../shaders/embed.wgsl"),
         "elementwise" => include_str!("../../../shaders/elementwise.wgsl"),
         "norm" => include_str!("../../../shaders/norm.wgsl"),
@@ -205,6 +209,7 @@ impl Gpu {
             }),
             period_ns: queue.get_timestamp_period() as f64,
             totals: Mutex::new(HashMap::new()),
+            host_ms: Mutex::new((0.0, 0.0)),
         });
         Gpu {
             device,
@@ -222,6 +227,7 @@ impl Gpu {
                 alloc: GpuFrameAllocator::new(),
                 submits: 0,
                 profiled: Vec::new(),
+                started: None,
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
@@ -241,6 +247,12 @@ impl Gpu {
             .collect();
         v.sort_by(|a, b| b.1.total_cmp(&a.1));
         v
+    }
+
+    /// Host milliseconds spent recording batches (first op to submit) and in
+    /// the submits themselves, when profiling.
+    pub fn host_ms(&self) -> Option<(f64, f64)> {
+        self.profiler.as_ref().map(|pr| *lock(&pr.host_ms))
     }
 
     /// Bytes of GPU memory the allocator holds for live resources, after
@@ -291,8 +303,14 @@ impl Gpu {
                 enc.resolve_query_set(&pr.set, 0..2 * n as u32, &pr.resolve, 0);
                 enc.copy_buffer_to_buffer(&pr.resolve, 0, &pr.staging, 0, 16 * n);
             }
+            let submit = std::time::Instant::now();
             self.queue.submit([enc.finish()]);
             rec.submits += 1;
+            if let (Some(pr), Some(t0)) = (&self.profiler, rec.started.take()) {
+                let mut h = lock(&pr.host_ms);
+                h.0 += (submit - t0).as_secs_f64() * 1e3;
+                h.1 += submit.elapsed().as_secs_f64() * 1e3;
+            }
             if let (Some(pr), true) = (&self.profiler, n > 0) {
                 self.collect_profile(pr, &std::mem::take(&mut rec.profiled));
             }
@@ -349,8 +367,7 @@ impl Gpu {
                 "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
                  fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
                  fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n\
-                 fn mv_part(rb: u32, sb: u32, qq: u32, xa: vec4<f32>, xb: vec4<f32>, kk: u32) -> f32 \
-                 {{ return mvp_{}(rb, sb, qq, xa, xb, kk); }}\n",
+                 fn mv_dq(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {{ return dq_{}(rb, sb, qq, kk); }}\n",
                 if MATVEC_WORDS.contains(&dtype) {
                     dtype
                 } else {
@@ -430,6 +447,9 @@ impl Gpu {
             _ => None,
         };
         let own_pass = timestamps.is_some();
+        if own_pass && rec.started.is_none() {
+            rec.started = Some(std::time::Instant::now());
+        }
         if own_pass {
             rec.pass = None;
         }

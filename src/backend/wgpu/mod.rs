@@ -216,6 +216,11 @@ impl Drop for WgpuBackend {
             "wgpu profile ({} submits, {total:.3} ms GPU time in timestamped dispatches):",
             self.gpu.submits()
         );
+        if let Some((record, submit)) = self.gpu.host_ms() {
+            eprintln!(
+                "host: {record:.3} ms recording batches (first op to submit), {submit:.3} ms in submits"
+            );
+        }
         eprintln!(
             "{:>32} {:>10} {:>8} {:>10} {:>6}",
             "kernel", "ms", "calls", "us/call", "%"

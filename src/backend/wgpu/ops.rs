@@ -7,9 +7,9 @@ use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::sync::Arc;
 
-/// Matmul rows decoded per weight read (TM in matmul.wgsl).
+/// Input rows per mm workgroup (TM in mm.wgsl).
 const TM: usize = 8;
-/// Output rows per matvec workgroup (NR in matvec.wgsl).
+/// Weight rows per matvec and mm workgroup (NR in matvec.wgsl, mm.wgsl).
 const MV_ROWS: usize = 4;
 
 fn unsupported(what: &str, dtype: DType) -> ExecutionError {
@@ -91,10 +91,10 @@ fn matmul(
             } else {
                 gpu.dispatch(
                     rec,
-                    &format!("matmul:{name}"),
+                    &format!("mm:{name}"),
                     &[&c.buf, x, y],
                     p,
-                    c.rows as u64,
+                    c.rows.div_ceil(MV_ROWS) as u64,
                     m.div_ceil(TM) as u32,
                 )?;
             }
