@@ -95,7 +95,9 @@ fn key_range(mask: &Mask, p: usize, kv_len: usize) -> (usize, usize) {
 }
 
 /// `out [Sq, H, dv]` from `q [Sq, H, d]`, `k [.., Hkv, d]`, `v [.., Hkv, dv]`,
-/// parallel over (query, head).
+/// parallel over (query, KV head): the query heads that share a KV head are run
+/// together, so each key and value row is read once per group (from L1 for all
+/// but the first head) instead of once per head.
 pub(super) fn sdpa(
     pool: &ThreadPool,
     a: &SdpaArgs,
@@ -104,57 +106,84 @@ pub(super) fn sdpa(
     v: &[f32],
     out: &mut [f32],
 ) {
-    let group = a.heads / a.kv_heads;
+    let group = (a.heads / a.kv_heads.max(1)).max(1);
     let work = (out.len() / a.dv.max(1)) * a.kv_len * (a.d + a.dv);
     chunks(
         pool,
         work,
         out,
-        a.dv,
-        || vec![0.0f32; TILE],
-        |scores, row, o| {
-            let (i, h) = (row / a.heads, row % a.heads);
-            let kh = h / group;
+        group * a.dv,
+        || (vec![0.0f32; group * TILE], vec![0.0f32; 2 * group]),
+        |(scores, ml), row, o| {
+            let (i, kh) = (row / a.kv_heads, row % a.kv_heads);
             let p = a.q_pos + i;
-            let qrow = &q[row * a.d..(row + 1) * a.d];
+            let q0 = (i * a.heads + kh * group) * a.d;
+            let qrows = &q[q0..q0 + group * a.d];
             o.fill(0.0);
-            let mut m = f32::NEG_INFINITY;
-            let mut l = 0.0f32;
+            let (m, l) = ml.split_at_mut(group);
+            m.fill(f32::NEG_INFINITY);
+            l.fill(0.0);
             let (start, end) = key_range(a.mask, p, a.kv_len);
             let mut t0 = start;
             while t0 < end {
                 let t1 = (t0 + TILE).min(end);
-                let mut tile_max = f32::NEG_INFINITY;
-                for (s, j) in scores.iter_mut().zip(t0..t1) {
-                    *s = if visible(a.mask, p, j) {
+                let n = t1 - t0;
+                let mut any = false;
+                for (c, j) in (t0..t1).enumerate() {
+                    if visible(a.mask, p, j) {
+                        any = true;
                         let kr = &k[(j * a.kv_heads + kh) * a.d..][..a.d];
-                        simd::dot(qrow, kr) * a.scale
+                        for (g, qr) in qrows.chunks_exact(a.d).enumerate() {
+                            scores[g * TILE + c] = simd::dot(qr, kr) * a.scale;
+                        }
                     } else {
-                        f32::NEG_INFINITY
-                    };
-                    tile_max = tile_max.max(*s);
-                }
-                if tile_max > f32::NEG_INFINITY {
-                    let new_m = m.max(tile_max);
-                    let correction = (m - new_m).exp();
-                    if correction != 1.0 {
-                        o.iter_mut().for_each(|x| *x *= correction);
-                        l *= correction;
+                        for g in 0..group {
+                            scores[g * TILE + c] = f32::NEG_INFINITY;
+                        }
                     }
-                    m = new_m;
-                    for (&s, j) in scores.iter().zip(t0..t1) {
-                        if s > f32::NEG_INFINITY {
-                            let w = (s - m).exp();
-                            l += w;
-                            simd::axpy(w, &v[(j * a.kv_heads + kh) * a.dv..][..a.dv], o);
+                }
+                if any {
+                    for (g, og) in o.chunks_exact_mut(a.dv).enumerate() {
+                        let sg = &mut scores[g * TILE..g * TILE + n];
+                        let tile_max = sg.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                        if tile_max == f32::NEG_INFINITY {
+                            sg.fill(0.0);
+                            continue;
+                        }
+                        let new_m = m[g].max(tile_max);
+                        let correction = (m[g] - new_m).exp();
+                        if correction != 1.0 {
+                            og.iter_mut().for_each(|x| *x *= correction);
+                            l[g] *= correction;
+                        }
+                        m[g] = new_m;
+                        for s in sg.iter_mut() {
+                            // Masked keys (-inf) get weight 0.
+                            *s = if *s > f32::NEG_INFINITY {
+                                (*s - new_m).exp()
+                            } else {
+                                0.0
+                            };
+                            l[g] += *s;
+                        }
+                    }
+                    for (c, j) in (t0..t1).enumerate() {
+                        if !visible(a.mask, p, j) {
+                            continue;
+                        }
+                        let vr = &v[(j * a.kv_heads + kh) * a.dv..][..a.dv];
+                        for (g, og) in o.chunks_exact_mut(a.dv).enumerate() {
+                            simd::axpy(scores[g * TILE + c], vr, og);
                         }
                     }
                 }
                 t0 = t1;
             }
-            if l > 0.0 {
-                let inv = 1.0 / l;
-                o.iter_mut().for_each(|x| *x *= inv);
+            for (g, og) in o.chunks_exact_mut(a.dv).enumerate() {
+                if l[g] > 0.0 {
+                    let inv = 1.0 / l[g];
+                    og.iter_mut().for_each(|x| *x *= inv);
+                }
             }
         },
     );
