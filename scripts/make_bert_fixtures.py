@@ -25,6 +25,12 @@ Outputs, all computed by the reference libraries, independently of the Rust code
   model.safetensors) and roberta_tiny.json: a right-padded batch of ids with transformers' last
   hidden states and logits, to test the position offset (positions start at padding_idx + 1),
   padding masks and RoBERTa's classification head (classifier.dense, tanh, classifier.out_proj).
+- distilbert_tiny/: a seeded random 2-layer DistilBertForSequenceClassification with
+  sinusoidal position embeddings, as a complete Hugging Face folder (config.json,
+  model.safetensors, a 64-word WordPiece tokenizer saved by DistilBertTokenizerFast), and
+  distilbert_tiny.json: texts, the tokenizer's ids, transformers' last hidden states of the
+  padded batch and the logits, to test the importer's DistilBERT names and keys and the
+  pre_classifier (ReLU) head.
 """
 
 import json
@@ -40,6 +46,9 @@ from transformers import (
     BertConfig,
     BertForSequenceClassification,
     BertModel,
+    DistilBertConfig,
+    DistilBertForSequenceClassification,
+    DistilBertTokenizerFast,
     RobertaConfig,
     RobertaForSequenceClassification,
 )
@@ -214,6 +223,64 @@ def roberta_tiny():
     )
 
 
+def distilbert_tiny():
+    out_dir = os.path.join(OUT, "distilbert_tiny")
+    os.makedirs(out_dir, exist_ok=True)
+    words = ("the a man woman dog cat city river eats runs reads writes old new small large red "
+             "green blue under over near music science history computer model data people morning "
+             "evening table window garden quick ##ly ##s ##ed ##ing . , !").split()
+    specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    vocab = specials + words
+    vocab += [f"w{i}" for i in range(64 - len(vocab))]
+    vocab_path = os.path.join(out_dir, "vocab.txt")
+    with open(vocab_path, "w", encoding="utf-8") as f:
+        f.write("\n".join(vocab) + "\n")
+    tok = DistilBertTokenizerFast(vocab={w: i for i, w in enumerate(vocab)}, do_lower_case=True)
+    tok.save_pretrained(out_dir)
+    torch.manual_seed(9)
+    cfg = DistilBertConfig(
+        vocab_size=len(vocab),
+        dim=32,
+        n_layers=2,
+        n_heads=4,
+        hidden_dim=64,
+        max_position_embeddings=24,
+        sinusoidal_pos_embds=True,
+        activation="gelu",
+        pad_token_id=0,
+        # Wide random weights, so that the logits differ between texts and labels.
+        initializer_range=0.3,
+        num_labels=3,
+        id2label={0: "red", 1: "green", 2: "blue"},
+        label2id={"red": 0, "green": 1, "blue": 2},
+        architectures=["DistilBertForSequenceClassification"],
+    )
+    model = DistilBertForSequenceClassification(cfg).eval()
+    sd = {k: v.contiguous() for k, v in model.state_dict().items() if not k.endswith("position_ids")}
+    save_file(sd, os.path.join(out_dir, "model.safetensors"))
+    cfg.save_pretrained(out_dir)
+    texts = [
+        "The old man reads a small science computer model under the window near the river garden!",
+        "A dog runs.",
+        "Green",
+        "Quickly, the cat eats; people writing music in the evening.",
+    ]
+    enc = tok(texts, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        h = model.distilbert(input_ids=enc.input_ids, attention_mask=enc.attention_mask).last_hidden_state.numpy()
+        logits = model(input_ids=enc.input_ids, attention_mask=enc.attention_mask).logits.numpy()
+    rows = [[int(t) for t, m in zip(r, mk) if m] for r, mk in zip(enc.input_ids, enc.attention_mask)]
+    dump(
+        os.path.join(OUT, "distilbert_tiny.json"),
+        {
+            "texts": texts,
+            "input_ids": rows,
+            "hidden": [rounded(h[i, : len(r)]) for i, r in enumerate(rows)],
+            "logits": [rounded(r) for r in logits],
+        },
+    )
+
+
 def main():
     models = sys.argv[1] if len(sys.argv) > 1 else os.environ.get("CYB_MODELS_DIR", os.path.join(".cache", "models"))
     src = os.path.join(models, "minilm")
@@ -222,6 +289,7 @@ def main():
     minilm(src)
     classifier(src)
     roberta_tiny()
+    distilbert_tiny()
 
 
 if __name__ == "__main__":

@@ -24,11 +24,15 @@ Inputs come from scripts/fetch-models.sh whisper (.cache/models/whisper):
   probabilities) on jfk.wav with that folder. Only the converter's model.bin,
   config.json and vocabulary.json are committed (the Rust importer reads those).
 
-Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py [lang]
+- faster_whisper_silence_30s.json (`silence` step): faster-whisper's transcript of
+  30 s of digital silence under the reference rules alone (it is " you": the
+  no-speech probability is high but the average log-probability is above -1).
+
+Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py [main] [silence] [lang]
 (needs numpy, faster-whisper and ctranslate2 in the venv; the `lang` step also
 torch, transformers, tokenizers and OPENAI_WHISPER_ASSETS = the `whisper/assets`
 folder of the openai-whisper sdist, `pip download openai-whisper --no-deps
---no-binary :all:`; `lang` alone runs only that step).
+--no-binary :all:`; naming steps runs only those).
 """
 import json
 import os
@@ -119,9 +123,21 @@ def faster_whisper_transcript(model, path):
         condition_on_previous_text=True,
         without_timestamps=False,
     )
-    segs = [{"start": s.start, "end": s.end, "text": s.text} for s in segments]
+    segs = [{"start": s.start, "end": s.end, "text": s.text, "no_speech_prob": s.no_speech_prob,
+             "avg_logprob": s.avg_logprob} for s in segments]
     return {"language": info.language, "duration": info.duration, "segments": segs,
             "text": "".join(s["text"] for s in segs)}
+
+
+def make_silence_fixture():
+    """faster-whisper on 30 s of digital silence (reference rules only, no VAD)."""
+    from faster_whisper import WhisperModel
+
+    model = WhisperModel(os.path.join(SRC, "tiny.en-ct2"), device="cpu", compute_type="float32", cpu_threads=2)
+    ref = faster_whisper_transcript(model, np.zeros(30 * 16000, dtype=np.float32))
+    with open(os.path.join(OUT, "faster_whisper_silence_30s.json"), "w") as f:
+        json.dump(ref, f, indent=1)
+    print("silence", ref["segments"], file=sys.stderr)
 
 
 def bytes_to_unicode():
@@ -257,8 +273,6 @@ def main():
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["lang"]:
-        make_lang_fixture()
-    else:
-        main()
-        make_lang_fixture()
+    steps = {"main": main, "silence": make_silence_fixture, "lang": make_lang_fixture}
+    for step in sys.argv[1:] or list(steps):
+        steps[step]()

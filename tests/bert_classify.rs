@@ -10,7 +10,9 @@
 
 mod bert_util;
 
-use bert_util::{classifier_model, encoder, fixture, fixtures, floats, minilm_model, rel_err};
+use bert_util::{
+    classifier_model, encoder, fixture, fixtures, floats, id_rows, minilm_model, rel_err, strings,
+};
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
 use cyb_llm::curated::bert::Bert;
 use cyb_llm::loader::config::{Architecture, Config, TokenizerConfig};
@@ -23,12 +25,7 @@ use std::sync::Arc;
 #[test]
 fn bert_head_matches_transformers_logits() {
     let fx = fixture("classifier_logits.json");
-    let texts: Vec<&str> = fx["texts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let texts = strings(&fx["texts"]);
     let mut enc = encoder(&classifier_model(), 2);
     let labels: Vec<String> = (0..enc.bert().num_labels().unwrap())
         .map(|i| enc.bert().label(i))
@@ -145,18 +142,7 @@ fn roberta_positions_padding_and_head_match_transformers() {
     assert_eq!(bert.config.position_offset, 2, "padding_idx 1 + 1");
     assert_eq!(bert.config.max_tokens, 22, "24 positions minus the offset");
     assert_eq!(bert.num_labels(), Some(2));
-    let rows: Vec<Vec<u32>> = fx["input_ids"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|r| {
-            r.as_array()
-                .unwrap()
-                .iter()
-                .map(|x| x.as_u64().unwrap() as u32)
-                .collect()
-        })
-        .collect();
+    let rows = id_rows(&fx["input_ids"]);
     assert_eq!(
         rows[0].len(),
         22,

@@ -6,7 +6,7 @@
 mod bert_util;
 mod common;
 
-use bert_util::{classifier_model, cosine, fixture, floats, minilm_model};
+use bert_util::{classifier_model, cosine, fixture, floats, minilm_model, strings};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -225,12 +225,7 @@ fn invalid_utf8_is_reported_with_its_line_number() {
 fn classify_prints_labels_best_first() {
     let fx = fixture("classifier_logits.json");
     let model = classifier_model();
-    let texts: Vec<&str> = fx["texts"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t.as_str().unwrap())
-        .collect();
+    let texts = strings(&fx["texts"]);
     let labels = ["negative", "neutral", "positive"];
     let body: String = texts.iter().map(|t| format!("{t}\n")).collect();
     let o = cyb(

@@ -121,6 +121,33 @@ fn thirty_seconds_of_silence_gives_no_text() {
     assert_eq!(t.text(), "");
 }
 
+/// Without the RMS gate (reference rules only) silence is " you", as in faster-whisper:
+/// the no-speech probability is high but the average log-probability stays above the
+/// threshold, so the no-speech rule alone does not drop the window.
+#[test]
+fn silence_under_the_reference_rules_alone_matches_faster_whisper() {
+    let r = reference("silence_30s");
+    let opts = TranscribeOptions {
+        silence_rms: None,
+        ..greedy()
+    };
+    let t = model()
+        .transcribe(&vec![0.0; 30 * 16_000], &opts)
+        .expect("transcribe");
+    let want = &r["segments"].as_array().unwrap()[0];
+    assert_eq!(t.segments.len(), 1, "{:#?}", t.segments);
+    let got = &t.segments[0];
+    assert_eq!(got.text, want["text"].as_str().unwrap());
+    for (name, g) in [
+        ("no_speech_prob", got.no_speech_prob),
+        ("avg_logprob", got.avg_logprob),
+    ] {
+        let w = want[name].as_f64().unwrap();
+        assert!((g - w).abs() < 1e-2, "{name}: {g} vs faster-whisper {w}");
+    }
+    assert!((got.end - want["end"].as_f64().unwrap()).abs() <= 0.5);
+}
+
 #[test]
 fn mp3_gives_the_same_text_as_wav() {
     let m = model()

@@ -1,13 +1,10 @@
 //! `cyb-llm classify MODEL [--text T]... [--file F] [--top N]`: labels and
 //! scores of a sequence classifier, one text per line, as json / jsonl / tsv.
 
-use super::embed::{finish, print_timings, progress_bar, tsv_field, written, Format, InputArgs};
+use super::embed::{run_batches, tsv_field, write_results, InputArgs};
 use super::CmdResult;
 use cyb_llm::encode::{Classification, Encoder, ProblemType};
 use serde_json::json;
-use std::io::Write;
-use std::process::ExitCode;
-use std::time::Instant;
 
 /// Arguments of `cyb-llm classify`.
 #[derive(clap::Args, Debug)]
@@ -51,75 +48,38 @@ pub fn run(a: ClassifyArgs) -> CmdResult {
         )
         .into());
     }
-    let start = Instant::now();
-    let tokens = enc.tokenize(&texts)?.tokens;
-    let bar = progress_bar(texts.len());
-    let results = enc.classify_tokens(&tokens, a.input.batch_size as usize, &mut |done| {
-        if let Some(b) = &bar {
-            b.set_position(done as u64);
-        }
-    })?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    if a.input.timings {
-        let count = tokens.iter().map(Vec::len).sum();
-        print_timings(load_ms, texts.len(), count, start.elapsed().as_secs_f64());
-    }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match a.input.format() {
-        Format::Json => {
-            let data: Vec<_> = texts
-                .iter()
-                .zip(&results)
-                .map(|(t, c)| record(t, &ranked(&enc, c, a.top), c))
-                .collect();
-            let problem = match enc.bert().config.problem_type {
-                ProblemType::SingleLabel => "single_label_classification",
-                ProblemType::MultiLabel => "multi_label_classification",
-                ProblemType::Regression => "regression",
-            };
-            let labels: Vec<String> = (0..enc.bert().num_labels().unwrap_or(0))
-                .map(|i| enc.bert().label(i))
-                .collect();
-            let doc = json!({
-                "model": enc.model().name,
-                "problem_type": problem,
-                "labels": labels,
-                "data": data,
-            });
-            if !written(serde_json::to_writer(&mut out, &doc).map_err(std::io::Error::from))?
-                || !written(writeln!(out))?
-            {
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
-        Format::Jsonl => {
-            for (t, c) in texts.iter().zip(&results) {
-                let line = record(t, &ranked(&enc, c, a.top), c);
-                let r = serde_json::to_writer(&mut out, &line)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| writeln!(out));
-                if !written(r)? {
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-        }
-        Format::Tsv => {
-            for (t, c) in texts.iter().zip(&results) {
-                let mut line = tsv_field(t);
-                for (label, score) in ranked(&enc, c, a.top) {
-                    line.push('\t');
-                    line.push_str(&tsv_field(&label));
-                    line.push('\t');
-                    line.push_str(&score.to_string());
-                }
-                if !written(writeln!(out, "{line}"))? {
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-        }
-    }
-    finish(&mut out)
+    let top = a.top;
+    let results = run_batches(
+        &a.input,
+        &mut enc,
+        load_ms,
+        &texts,
+        |enc, tokens, progress| enc.classify_tokens(tokens, a.input.batch_size as usize, progress),
+    )?;
+    let problem = match enc.bert().config.problem_type {
+        ProblemType::SingleLabel => "single_label_classification",
+        ProblemType::MultiLabel => "multi_label_classification",
+        ProblemType::Regression => "regression",
+    };
+    let labels: Vec<String> = (0..enc.bert().num_labels().unwrap_or(0))
+        .map(|i| enc.bert().label(i))
+        .collect();
+    let header = json!({
+        "model": enc.model().name,
+        "problem_type": problem,
+        "labels": labels,
+    });
+    write_results(
+        a.input.format(),
+        header,
+        &texts,
+        &results,
+        |t, c| record(t, &ranked(&enc, c, top), c),
+        |c| {
+            ranked(&enc, c, top)
+                .into_iter()
+                .flat_map(|(label, score)| [tsv_field(&label), score.to_string()])
+                .collect()
+        },
+    )
 }

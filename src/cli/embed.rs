@@ -5,6 +5,7 @@ use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
 use cyb_llm::encode::input::TextSource;
 use cyb_llm::encode::{EmbedOptions, Encoder, Pooling};
+use cyb_llm::error::ExecutionError;
 use serde_json::json;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
@@ -167,6 +168,87 @@ pub fn written(r: std::io::Result<()>) -> Result<bool, Box<dyn std::error::Error
     }
 }
 
+/// Tokenizes `texts` and runs `work` over them (the encoder's batched call, reporting the
+/// texts done) with a progress bar for big inputs; prints the `--timings` line.
+pub fn run_batches<R>(
+    input: &InputArgs,
+    enc: &mut Encoder,
+    load_ms: f64,
+    texts: &[String],
+    work: impl FnOnce(
+        &mut Encoder,
+        &[Vec<u32>],
+        &mut dyn FnMut(usize),
+    ) -> Result<Vec<R>, ExecutionError>,
+) -> Result<Vec<R>, Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let tokens = enc.tokenize(texts)?.tokens;
+    let bar = progress_bar(texts.len());
+    let results = work(enc, &tokens, &mut |done| {
+        if let Some(b) = &bar {
+            b.set_position(done as u64);
+        }
+    })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if input.timings {
+        let count = tokens.iter().map(Vec::len).sum();
+        print_timings(load_ms, texts.len(), count, start.elapsed().as_secs_f64());
+    }
+    Ok(results)
+}
+
+/// Writes one result per text to stdout: for json one document, the fields of `header`
+/// plus `data` (the `record`s); for jsonl one `record` per line; for tsv the text, then the
+/// `fields`. A closed pipe ends the output quietly.
+pub fn write_results<R>(
+    format: Format,
+    header: serde_json::Value,
+    texts: &[String],
+    results: &[R],
+    record: impl Fn(&str, &R) -> serde_json::Value,
+    fields: impl Fn(&R) -> Vec<String>,
+) -> CmdResult {
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut records = texts.iter().zip(results).map(|(t, r)| record(t, r));
+    match format {
+        Format::Json => {
+            let mut doc = header;
+            doc["data"] = serde_json::Value::Array(records.collect());
+            if !written(serde_json::to_writer(&mut out, &doc).map_err(std::io::Error::from))?
+                || !written(writeln!(out))?
+            {
+                return Ok(ExitCode::SUCCESS);
+            }
+        }
+        Format::Jsonl => {
+            for line in &mut records {
+                let r = serde_json::to_writer(&mut out, &line)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| writeln!(out));
+                if !written(r)? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+        Format::Tsv => {
+            for (t, r) in texts.iter().zip(results) {
+                let mut line = tsv_field(t);
+                for f in fields(r) {
+                    line.push('\t');
+                    line.push_str(&f);
+                }
+                if !written(writeln!(out, "{line}"))? {
+                    return Ok(ExitCode::SUCCESS);
+                }
+            }
+        }
+    }
+    finish(&mut out)
+}
+
 /// Arguments of `cyb-llm embed`.
 #[derive(clap::Args, Debug)]
 pub struct EmbedArgs {
@@ -198,66 +280,25 @@ pub fn run(a: EmbedArgs) -> CmdResult {
         opts.normalize = false;
     }
     opts.batch_size = a.input.batch_size as usize;
-    let start = Instant::now();
-    let tokens = enc.tokenize(&texts)?.tokens;
-    let bar = progress_bar(texts.len());
-    let embeddings = enc.embed_tokens(&tokens, &opts, &mut |done| {
-        if let Some(b) = &bar {
-            b.set_position(done as u64);
-        }
-    })?;
-    if let Some(b) = &bar {
-        b.finish_and_clear();
-    }
-    if a.input.timings {
-        let count = tokens.iter().map(Vec::len).sum();
-        print_timings(load_ms, texts.len(), count, start.elapsed().as_secs_f64());
-    }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    match a.input.format() {
-        Format::Json => {
-            let data: Vec<_> = texts
-                .iter()
-                .zip(&embeddings)
-                .map(|(t, e)| json!({"text": t, "embedding": e}))
-                .collect();
-            let doc = json!({
-                "model": enc.model().name,
-                "pooling": opts.pooling.name(),
-                "normalized": opts.normalize,
-                "dimensions": enc.bert().config.hidden,
-                "data": data,
-            });
-            if !written(serde_json::to_writer(&mut out, &doc).map_err(std::io::Error::from))?
-                || !written(writeln!(out))?
-            {
-                return Ok(ExitCode::SUCCESS);
-            }
-        }
-        Format::Jsonl => {
-            for (t, e) in texts.iter().zip(&embeddings) {
-                let line = json!({"text": t, "embedding": e});
-                let r = serde_json::to_writer(&mut out, &line)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| writeln!(out));
-                if !written(r)? {
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-        }
-        Format::Tsv => {
-            for (t, e) in texts.iter().zip(&embeddings) {
-                let mut line = tsv_field(t);
-                for v in e {
-                    line.push('\t');
-                    line.push_str(&v.to_string());
-                }
-                if !written(writeln!(out, "{line}"))? {
-                    return Ok(ExitCode::SUCCESS);
-                }
-            }
-        }
-    }
-    finish(&mut out)
+    let embeddings = run_batches(
+        &a.input,
+        &mut enc,
+        load_ms,
+        &texts,
+        |enc, tokens, progress| enc.embed_tokens(tokens, &opts, progress),
+    )?;
+    let header = json!({
+        "model": enc.model().name,
+        "pooling": opts.pooling.name(),
+        "normalized": opts.normalize,
+        "dimensions": enc.bert().config.hidden,
+    });
+    write_results(
+        a.input.format(),
+        header,
+        &texts,
+        &embeddings,
+        |t, e| json!({"text": t, "embedding": e}),
+        |e| e.iter().map(f32::to_string).collect(),
+    )
 }

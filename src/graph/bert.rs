@@ -19,7 +19,7 @@ use super::exec::GraphSession;
 use super::ir::GraphDoc;
 use super::ops::{GraphOp, MaskKind};
 use crate::backend::{Op, Tensor};
-use crate::curated::bert::{Activation, BertConfig, Hidden};
+use crate::curated::bert::{layer_names, Activation, BertConfig, Hidden};
 use crate::error::ExecutionError;
 use crate::loader::Config;
 
@@ -60,11 +60,12 @@ pub fn bert_graph(config: &Config, has: &dyn Fn(&str) -> bool) -> Result<GraphDo
         Activation::GeluTanh => Op::GeluTanh,
         Activation::Relu => Op::Relu,
     };
+    let (stack, [n_q, n_k, n_v, n_o, n_on, n_fi, n_fo, n_fon]) = layer_names(c.variant);
     for i in 0..c.layers {
-        let p = format!("encoder.layer.{i}");
+        let p = format!("{stack}.{i}");
         let mut qkv = Vec::with_capacity(3);
-        for t in ["query", "key", "value"] {
-            let y = b.linear(&h, &format!("{p}.attention.self.{t}"), &format!("l{i}.{t}"));
+        for (t, name) in [("query", n_q), ("key", n_k), ("value", n_v)] {
+            let y = b.linear(&h, &format!("{p}.{name}"), &format!("l{i}.{t}"));
             qkv.push(b.op1(
                 GraphOp::Reshape(vec![-1, heads, hd]),
                 &[&y],
@@ -85,18 +86,14 @@ pub fn bert_graph(config: &Config, has: &dyn Fn(&str) -> bool) -> Result<GraphDo
             &[&o],
             &format!("l{i}.attn"),
         );
-        let a = b.linear(
-            &o,
-            &format!("{p}.attention.output.dense"),
-            &format!("l{i}.attn_out"),
-        );
+        let a = b.linear(&o, &format!("{p}.{n_o}"), &format!("l{i}.attn_out"));
         let s = b.op1(GraphOp::Fixed(Op::Add), &[&h, &a], "h");
-        h = b.layer_norm(&s, &format!("{p}.attention.output.LayerNorm"), c.eps, "h");
-        let f = b.linear(&h, &format!("{p}.intermediate.dense"), &format!("l{i}.mlp"));
+        h = b.layer_norm(&s, &format!("{p}.{n_on}"), c.eps, "h");
+        let f = b.linear(&h, &format!("{p}.{n_fi}"), &format!("l{i}.mlp"));
         let f = b.op1(GraphOp::Fixed(act.clone()), &[&f], &format!("l{i}.mlp"));
-        let f = b.linear(&f, &format!("{p}.output.dense"), &format!("l{i}.mlp_out"));
+        let f = b.linear(&f, &format!("{p}.{n_fo}"), &format!("l{i}.mlp_out"));
         let s = b.op1(GraphOp::Fixed(Op::Add), &[&h, &f], "h");
-        h = b.layer_norm(&s, &format!("{p}.output.LayerNorm"), c.eps, "h");
+        h = b.layer_norm(&s, &format!("{p}.{n_fon}"), c.eps, "h");
     }
     Ok(GraphDoc {
         version: 1,

@@ -3,6 +3,7 @@
 
 use super::config::Config;
 use super::tensors::TensorIndex;
+use crate::curated::bert::{layer_names, Variant};
 
 /// A curated family (families.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -21,7 +22,7 @@ impl Family {
         match model_type {
             "llama" | "mistral" | "qwen2" | "qwen3" | "smollm" | "smollm2" | "gemma" | "gemma2"
             | "gemma3" | "gemma3_text" | "phi3" | "granite" | "olmo2" => Some(Family::LlamaStyle),
-            "bert" | "roberta" | "xlm-roberta" => Some(Family::BertStyle),
+            "bert" | "roberta" | "xlm-roberta" | "distilbert" => Some(Family::BertStyle),
             "whisper" => Some(Family::WhisperStyle),
             _ => None,
         }
@@ -213,6 +214,7 @@ fn llama_tensors(
     Ok(t)
 }
 
+/// BERT names (DistilBERT's for `distilbert`, see [`layer_names`]).
 fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
     let a = &config.architecture;
     let hidden = need(a.hidden_size, "hidden_size")?;
@@ -256,21 +258,20 @@ fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
         push(t, format!("{p}.bias"), vec![out], true);
     };
     norm(&mut t, "embeddings.LayerNorm".into());
+    let variant = match config.model_type.as_str() {
+        "distilbert" => Variant::DistilBert,
+        _ => Variant::Bert,
+    };
+    let (stack, [q, k, v, o, on, fi, fo, fon]) = layer_names(variant);
     for i in 0..layers {
-        let l = format!("encoder.layer.{i}");
-        for proj in ["query", "key", "value"] {
-            linear(&mut t, format!("{l}.attention.self.{proj}"), hidden, hidden);
+        let l = format!("{stack}.{i}");
+        for proj in [q, k, v, o] {
+            linear(&mut t, format!("{l}.{proj}"), hidden, hidden);
         }
-        linear(
-            &mut t,
-            format!("{l}.attention.output.dense"),
-            hidden,
-            hidden,
-        );
-        norm(&mut t, format!("{l}.attention.output.LayerNorm"));
-        linear(&mut t, format!("{l}.intermediate.dense"), inter, hidden);
-        linear(&mut t, format!("{l}.output.dense"), hidden, inter);
-        norm(&mut t, format!("{l}.output.LayerNorm"));
+        norm(&mut t, format!("{l}.{on}"));
+        linear(&mut t, format!("{l}.{fi}"), inter, hidden);
+        linear(&mut t, format!("{l}.{fo}"), hidden, inter);
+        norm(&mut t, format!("{l}.{fon}"));
     }
     Ok(t)
 }

@@ -44,7 +44,8 @@ pub fn minilm_folder() -> PathBuf {
     src
 }
 
-fn import_to(src: &Path, name: &str) -> (tempfile::TempDir, PathBuf) {
+/// Imports the Hugging Face folder `src` as `name` in a new temporary directory.
+pub fn import_to(src: &Path, name: &str) -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join(name);
     import(src, &out, &ImportOptions::default())
@@ -105,6 +106,30 @@ pub fn encoder(path: &Path, threads: usize) -> Encoder {
     let config = BackendConfig { threads };
     let dispatcher = Dispatcher::new(BackendChoice::Named("cpu".into()), &config).unwrap();
     Encoder::new(Arc::new(model), dispatcher).unwrap()
+}
+
+/// A JSON array of strings.
+pub fn strings(v: &Value) -> Vec<&str> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect()
+}
+
+/// A JSON array of arrays of token ids.
+pub fn id_rows(v: &Value) -> Vec<Vec<u32>> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap() as u32)
+                .collect()
+        })
+        .collect()
 }
 
 /// A JSON array of numbers as f32.

@@ -10,6 +10,9 @@ pub enum Variant {
     Bert,
     /// `roberta` / `xlm-roberta`: positions start at `padding_idx + 1`.
     Roberta,
+    /// `distilbert`: positions `0..len`, no token types, its own tensor names
+    /// (`transformer.layer.N.attention.q_lin`, `sa_layer_norm`, `ffn.lin1`, ...).
+    DistilBert,
 }
 
 /// The MLP activation (`hidden_act`).
@@ -141,10 +144,11 @@ impl BertConfig {
         let variant = match mt {
             "bert" => Variant::Bert,
             "roberta" | "xlm-roberta" => Variant::Roberta,
+            "distilbert" => Variant::DistilBert,
             other => {
                 return Err(invalid(
                     "model_type",
-                    format!("'{other}' is not a BertStyle model type (bert, roberta, xlm-roberta)"),
+                    format!("'{other}' is not a BertStyle model type (bert, roberta, xlm-roberta, distilbert)"),
                 ))
             }
         };
@@ -182,12 +186,12 @@ impl BertConfig {
                 .as_ref()
                 .and_then(|t| t.pad_token_id)
                 .unwrap_or(match variant {
-                    Variant::Bert => 0,
+                    Variant::Bert | Variant::DistilBert => 0,
                     Variant::Roberta => 1,
                 }),
         };
         let position_offset = match variant {
-            Variant::Bert => 0,
+            Variant::Bert | Variant::DistilBert => 0,
             Variant::Roberta => pad_id as usize + 1,
         };
         if position_offset >= max_positions {
@@ -334,6 +338,11 @@ mod tests {
                 other => panic!("{extra}: {other:?}"),
             }
         }
+        let c = BertConfig::from_config(&config("distilbert", "")).unwrap();
+        assert_eq!(
+            (c.variant, c.position_offset, c.pad_id),
+            (Variant::DistilBert, 0, 0)
+        );
         let e = BertConfig::from_config(&config("llama", "")).unwrap_err();
         assert!(e.to_string().contains("not a BertStyle model type"), "{e}");
     }

@@ -1,4 +1,5 @@
-//! BertStyle: the encoder family of families.md (bert, roberta, xlm-roberta).
+//! BertStyle: the encoder family of families.md (bert, roberta, xlm-roberta,
+//! distilbert).
 //!
 //! [`Bert::new`] binds the weights of a loaded [`Model`] (zero-copy views of
 //! its mapping; norm gains and biases decoded once to f32). [`Bert::encode`]
@@ -16,8 +17,10 @@
 //! [`pool`] turns the final hidden states into one vector per sequence (cls,
 //! mean or max over the non-padding tokens), [`l2_normalize`] normalizes it,
 //! and [`Bert::classify`] runs the classification head on the first token:
-//! BERT's `pooler` (tanh) then `classifier`, or RoBERTa's `classifier.dense`
-//! (tanh) then `classifier.out_proj`.
+//! BERT's `pooler` (tanh) then `classifier`, RoBERTa's `classifier.dense`
+//! (tanh) then `classifier.out_proj`, or DistilBERT's `pre_classifier` (ReLU)
+//! then `classifier`. DistilBERT keeps its own tensor names
+//! (`transformer.layer.N.attention.q_lin`, ...) and has no token types.
 
 pub mod config;
 mod pool;
@@ -111,6 +114,42 @@ enum Head {
     },
     /// RoBERTa: `classifier.dense` (tanh), then `classifier.out_proj`.
     Roberta { dense: Linear, out_proj: Linear },
+    /// DistilBERT: `pre_classifier` (ReLU), then `classifier`.
+    Distil { pre: Linear, classifier: Linear },
+}
+
+/// Per-layer tensor names (without `.weight` / `.bias`) of `variant`: the layer
+/// stack prefix (`{stack}.{i}.{name}`), then query, key, value, attention output,
+/// attention norm, MLP in, MLP out and MLP norm.
+pub fn layer_names(variant: Variant) -> (&'static str, [&'static str; 8]) {
+    match variant {
+        Variant::DistilBert => (
+            "transformer.layer",
+            [
+                "attention.q_lin",
+                "attention.k_lin",
+                "attention.v_lin",
+                "attention.out_lin",
+                "sa_layer_norm",
+                "ffn.lin1",
+                "ffn.lin2",
+                "output_layer_norm",
+            ],
+        ),
+        Variant::Bert | Variant::Roberta => (
+            "encoder.layer",
+            [
+                "attention.self.query",
+                "attention.self.key",
+                "attention.self.value",
+                "attention.output.dense",
+                "attention.output.LayerNorm",
+                "intermediate.dense",
+                "output.dense",
+                "output.LayerNorm",
+            ],
+        ),
+    }
 }
 
 /// BertStyle's composite weights: linear layers with a bias, LayerNorms.
@@ -169,28 +208,34 @@ impl Bert {
     pub fn new(model: Arc<Model>) -> Result<Bert, ExecutionError> {
         let config = BertConfig::from_config(&model.config)?;
         let b = WeightBinder::new(model, "BertStyle");
+        let (stack, [q, k, v, o, on, fi, fo, fon]) = layer_names(config.variant);
         let layers = (0..config.layers)
             .map(|i| {
-                let p = format!("encoder.layer.{i}");
+                let p = format!("{stack}.{i}");
                 Ok(Layer {
                     attn_label: format!("layer {i} attention"),
                     mlp_label: format!("layer {i} mlp"),
-                    query: b.linear(&format!("{p}.attention.self.query"))?,
-                    key: b.linear(&format!("{p}.attention.self.key"))?,
-                    value: b.linear(&format!("{p}.attention.self.value"))?,
-                    attn_out: b.linear(&format!("{p}.attention.output.dense"))?,
-                    attn_norm: b.norm(&format!("{p}.attention.output.LayerNorm"))?,
-                    inter: b.linear(&format!("{p}.intermediate.dense"))?,
-                    out: b.linear(&format!("{p}.output.dense"))?,
-                    out_norm: b.norm(&format!("{p}.output.LayerNorm"))?,
+                    query: b.linear(&format!("{p}.{q}"))?,
+                    key: b.linear(&format!("{p}.{k}"))?,
+                    value: b.linear(&format!("{p}.{v}"))?,
+                    attn_out: b.linear(&format!("{p}.{o}"))?,
+                    attn_norm: b.norm(&format!("{p}.{on}"))?,
+                    inter: b.linear(&format!("{p}.{fi}"))?,
+                    out: b.linear(&format!("{p}.{fo}"))?,
+                    out_norm: b.norm(&format!("{p}.{fon}"))?,
                 })
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
         let head = match (
             b.linear_opt("classifier.dense")?,
             b.linear_opt("classifier.out_proj")?,
+            b.linear_opt("pre_classifier")?,
         ) {
-            (Some(dense), Some(out_proj)) => Some(Head::Roberta { dense, out_proj }),
+            (Some(dense), Some(out_proj), _) => Some(Head::Roberta { dense, out_proj }),
+            (_, _, Some(pre)) => Some(Head::Distil {
+                pre,
+                classifier: b.linear("classifier")?,
+            }),
             _ => match b.linear_opt("classifier")? {
                 Some(classifier) => Some(Head::Bert {
                     pooler: b.linear_opt("pooler.dense")?,
@@ -213,7 +258,7 @@ impl Bert {
     /// Number of classification outputs, `None` without a classification head.
     pub fn num_labels(&self) -> Option<usize> {
         let w = match self.head.as_ref()? {
-            Head::Bert { classifier, .. } => &classifier.w,
+            Head::Bert { classifier, .. } | Head::Distil { classifier, .. } => &classifier.w,
             Head::Roberta { out_proj, .. } => &out_proj.w,
         };
         w.shape().first().copied()
@@ -297,6 +342,11 @@ impl Bert {
                 let y = linear(first, dense, ctx)?;
                 let y = run1(&Op::Tanh, &[y], ctx)?;
                 linear(y, out_proj, ctx)?
+            }
+            Head::Distil { pre, classifier } => {
+                let y = linear(first, pre, ctx)?;
+                let y = run1(&Op::Relu, &[y], ctx)?;
+                linear(y, classifier, ctx)?
             }
         };
         match logits.as_f32() {

@@ -41,7 +41,8 @@ pub struct Arch {
 }
 
 /// The model_types this importer knows.
-const SUPPORTED: &str = "llama, mistral, qwen2, qwen3, gemma3, gemma3_text, bert";
+const SUPPORTED: &str =
+    "llama, mistral, qwen2, qwen3, gemma3, gemma3_text, bert, roberta, xlm-roberta, distilbert";
 
 /// Maps `config.json` of the folder `dir`.
 pub fn map(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
@@ -56,7 +57,8 @@ pub fn map(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
             Some(text) => llama(&text, "gemma3", &model_type),
             None => llama(cfg, "gemma3", &model_type),
         },
-        "bert" => bert(dir, cfg),
+        "bert" | "roberta" | "xlm-roberta" => bert(dir, cfg, &model_type),
+        "distilbert" => distilbert(dir, cfg),
         other => Err(ImportError::Unsupported {
             path: cfg.path.clone(),
             reason: format!("model_type `{other}` is not supported by the Hugging Face importer (supported: {SUPPORTED})"),
@@ -322,7 +324,7 @@ fn sentence_transformers(dir: &Path, a: &mut Architecture) -> Result<(), ImportE
     Ok(())
 }
 
-fn bert(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
+fn bert(dir: &Path, cfg: &Json, model_type: &str) -> Result<Arch, ImportError> {
     let hidden = cfg.req_usize("hidden_size")?;
     let heads = cfg.req_usize("num_attention_heads")?;
     let layers = cfg.req_usize("num_hidden_layers")?;
@@ -355,6 +357,46 @@ fn bert(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
         "type_vocab_size",
         cfg.usize("type_vocab_size")?.unwrap_or(2) as i64,
     );
+    if let Some(p) = cfg.usize("pad_token_id")? {
+        put(&mut a, "pad_token_id", p as i64);
+    }
+    encoder_arch(dir, cfg, a, model_type, vocab)
+}
+
+/// DistilBERT's `config.json` keys (`dim`, `n_heads`, `n_layers`, `hidden_dim`,
+/// `activation`) as the BertStyle architecture; LayerNorm eps is fixed at 1e-12, there are
+/// no token types, and `sinusoidal_pos_embds` needs nothing (the fixed table is stored in
+/// the weights like a learned one).
+fn distilbert(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
+    let vocab = cfg.req_usize("vocab_size")?;
+    let hidden = cfg.req_usize("dim")?;
+    let mut a = Architecture {
+        hidden_size: Some(hidden),
+        num_attention_heads: Some(cfg.req_usize("n_heads")?),
+        num_hidden_layers: Some(cfg.req_usize("n_layers")?),
+        intermediate_size: Some(cfg.req_usize("hidden_dim")?),
+        vocab_size: Some(vocab),
+        max_position_embeddings: Some(cfg.req_usize("max_position_embeddings")?),
+        layer_norm_eps: Some(1e-12),
+        hidden_act: Some(cfg.str("activation")?.unwrap_or("gelu").to_string()),
+        ..Default::default()
+    };
+    if let Some(p) = cfg.usize("pad_token_id")? {
+        put(&mut a, "pad_token_id", p as i64);
+    }
+    encoder_arch(dir, cfg, a, "distilbert", vocab)
+}
+
+/// The keys every BertStyle import shares: the classification head's labels and problem
+/// type, the sentence-transformers settings; then the [`Arch`].
+fn encoder_arch(
+    dir: &Path,
+    cfg: &Json,
+    mut a: Architecture,
+    model_type: &str,
+    vocab: usize,
+) -> Result<Arch, ImportError> {
+    let (hidden, inter) = (a.hidden_size.unwrap_or(0), a.intermediate_size.unwrap_or(0));
     let classifier = cfg
         .get("architectures")
         .and_then(Value::as_array)
@@ -387,8 +429,8 @@ fn bert(dir: &Path, cfg: &Json) -> Result<Arch, ImportError> {
     sentence_transformers(dir, &mut a)?;
     Ok(Arch {
         family: Kind::Bert,
-        model_type: "bert".into(),
-        source_model_type: "bert".into(),
+        model_type: model_type.into(),
+        source_model_type: model_type.into(),
         architecture: a,
         vocab_size: vocab,
         gemma_norms: false,

@@ -323,7 +323,13 @@ pub fn plan<'a>(tensors: &[SourceTensor<'a>], arch: &Arch) -> Result<Plan<'a>, I
     let mut out: Vec<Planned<'a>> = Vec::new();
     for t in tensors {
         let name = match arch.family {
-            Kind::Bert => Some(t.name.strip_prefix("bert.").unwrap_or(&t.name).to_string()),
+            Kind::Bert => Some(
+                ["bert.", "roberta.", "distilbert."]
+                    .iter()
+                    .find_map(|p| t.name.strip_prefix(p))
+                    .unwrap_or(&t.name)
+                    .to_string(),
+            ),
             Kind::Llama => llama_name(&t.name),
         };
         let Some(name) = name else { continue };

@@ -22,10 +22,10 @@ pub(super) fn applies(a: &SdpaArgs, queries: usize) -> bool {
         && queries >= QB
         && a.kv_len >= NR
         && a.d > 0
-        && a.dv % NR == 0
+        && a.dv.is_multiple_of(NR)
         && a.dv > 0
         && a.kv_heads > 0
-        && a.heads % a.kv_heads == 0
+        && a.heads.is_multiple_of(a.kv_heads)
 }
 
 /// `out [Sq, H, dv]` from `q [Sq, H, d]`, `k [.., Hkv, d]`, `v [.., Hkv, dv]`;

@@ -142,18 +142,20 @@ pub(super) fn matmul(
         y.par_chunks_mut(task_rows * n)
             .zip(x.par_chunks(task_rows * k))
             .for_each(|(yt, xt)| {
-                let packed = pack(xt, k);
-                let mut buf = Vec::new();
-                for n0 in (0..n).step_by(chunk) {
-                    let cols = n0..(n0 + chunk).min(n);
-                    block(micro, &src, n, k, &packed, cols, yt, (n, 0), &mut buf);
-                }
+                SCRATCH.with_borrow_mut(|(packed, buf)| {
+                    pack(xt, k, packed);
+                    for n0 in (0..n).step_by(chunk) {
+                        let cols = n0..(n0 + chunk).min(n);
+                        block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
+                    }
+                })
             });
         return;
     }
     // Few activation rows: tasks take blocks of weight rows, so that every weight is read
     // once (the product is bound by reading the weights), each into its own columns.
-    let packed = pack(x, k);
+    let mut packed = Vec::new();
+    pack(x, k, &mut packed);
     let chunk = chunk.min(n.div_ceil(4 * threads).div_ceil(MR) * MR);
     let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(chunk))
         .into_par_iter()
@@ -184,11 +186,19 @@ pub(super) fn matmul(
     }
 }
 
-/// Activation rows `x` (`k` values each) as panels of [`NR`] rows, `panel[kk][j] = x[j][kk]`,
-/// zero past the last row.
-fn pack(x: &[f32], k: usize) -> Vec<f32> {
+thread_local! {
+    /// Scratch of the tasks on this thread (packed activations, decoded weight rows), kept
+    /// between calls: fresh buffers of this size would come from (and fault in) new pages.
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> =
+        const { std::cell::RefCell::new((Vec::new(), Vec::new())) };
+}
+
+/// Activation rows `x` (`k` values each) into `packed` as panels of [`NR`] rows,
+/// `panel[kk][j] = x[j][kk]`, zero past the last row.
+fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>) {
     let rows = x.len() / k;
-    let mut packed = vec![0.0f32; rows.div_ceil(NR) * k * NR];
+    packed.clear();
+    packed.resize(rows.div_ceil(NR) * k * NR, 0.0);
     for (r, xr) in x.chunks_exact(k).enumerate() {
         let (p, j) = (r / NR, r % NR);
         let panel = &mut packed[p * k * NR..(p + 1) * k * NR];
@@ -196,7 +206,6 @@ fn pack(x: &[f32], k: usize) -> Vec<f32> {
             *dst = v;
         }
     }
-    packed
 }
 
 /// The weight rows `cols` (output columns) against every packed panel: `y[r * ld + c - c0]`
