@@ -11,7 +11,8 @@
 mod bert_util;
 
 use bert_util::{
-    classifier_model, encoder, fixture, fixtures, floats, id_rows, minilm_model, rel_err, strings,
+    assert_hidden_matches, classifier_model, encoder, fixture, fixtures, floats, id_rows,
+    minilm_model, rel_err, strings,
 };
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
 use cyb_llm::curated::bert::Bert;
@@ -157,14 +158,7 @@ fn roberta_positions_padding_and_head_match_transformers() {
     let batch: Vec<&[u32]> = rows.iter().map(Vec::as_slice).collect();
     let h = bert.encode(&dispatcher, &mut ctx, &batch).unwrap();
     assert_eq!(h.longest(), 22);
-    for (b, r) in rows.iter().enumerate() {
-        let want = floats(&fx["hidden"][b]);
-        let got: Vec<f32> = (0..r.len())
-            .flat_map(|i| h.token(b, i).unwrap().to_vec())
-            .collect();
-        let e = rel_err(&got, &want);
-        assert!(e < 1e-4, "row {b}: relative error {e}");
-    }
+    assert_hidden_matches(&h, &rows, &fx["hidden"]);
     let logits = bert.classify(&dispatcher, &mut ctx, &batch).unwrap();
     assert_eq!(logits.shape(), [3, 2]);
     let got = logits.as_f32().unwrap();

@@ -6,7 +6,9 @@
 
 mod bert_util;
 
-use bert_util::{encoder, fixture, fixtures, floats, id_rows, import_to, rel_err, strings};
+use bert_util::{
+    assert_hidden_matches, encoder, fixture, fixtures, floats, id_rows, import_to, rel_err, strings,
+};
 use cyb_llm::curated::bert::Variant;
 
 #[test]
@@ -35,14 +37,7 @@ fn distilbert_names_keys_and_head_match_transformers() {
     // One padded batch, as transformers ran it.
     let h = enc.encode(&tokens).unwrap();
     assert_eq!(h.longest(), want_ids[0].len());
-    for (b, r) in want_ids.iter().enumerate() {
-        let want = floats(&fx["hidden"][b]);
-        let got: Vec<f32> = (0..r.len())
-            .flat_map(|i| h.token(b, i).unwrap().to_vec())
-            .collect();
-        let e = rel_err(&got, &want);
-        assert!(e < 1e-4, "row {b}: relative error {e}");
-    }
+    assert_hidden_matches(&h, &want_ids, &fx["hidden"]);
     for batch_size in [1, 4] {
         let got = enc.classify(&texts, batch_size, &mut |_| {}).unwrap();
         for (i, c) in got.iter().enumerate() {

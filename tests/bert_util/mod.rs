@@ -6,6 +6,7 @@
 #![allow(dead_code)]
 
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
+use cyb_llm::curated::bert::Hidden;
 use cyb_llm::encode::Encoder;
 use cyb_llm::import::{import, ImportOptions};
 use safetensors::SafeTensors;
@@ -130,6 +131,18 @@ pub fn id_rows(v: &Value) -> Vec<Vec<u32>> {
                 .collect()
         })
         .collect()
+}
+
+/// Asserts that the states of the real tokens of every row of `h` are within 1e-4
+/// (relative error) of `want` (per row, the flattened `[len, hidden]` states).
+pub fn assert_hidden_matches(h: &Hidden, rows: &[Vec<u32>], want: &Value) {
+    for (b, r) in rows.iter().enumerate() {
+        let got: Vec<f32> = (0..r.len())
+            .flat_map(|i| h.token(b, i).unwrap().to_vec())
+            .collect();
+        let e = rel_err(&got, &floats(&want[b]));
+        assert!(e < 1e-4, "row {b}: relative error {e}");
+    }
 }
 
 /// A JSON array of numbers as f32.

@@ -260,6 +260,8 @@ mod tests {
             );
             v.push(("avx2", super::super::gemm_avx2::micro));
         }
+        #[cfg(target_arch = "aarch64")]
+        v.push(("neon", super::super::neon::gemm_micro));
         v
     }
 
