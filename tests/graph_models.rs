@@ -8,13 +8,15 @@
 //! Models come from `$CYB_MODELS_DIR` (default `.cache/models`), which
 //! scripts/fetch-models.sh fills.
 
-use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
-use cyb_llm::curated::llama::{Llama, LogitRows};
+mod graph_util;
+
+use cyb_llm::backend::BackendChoice;
 use cyb_llm::graph::{resolve_path, GraphModel, GraphOptions, PathChoice};
 use cyb_llm::import::{import, ImportOptions};
 use cyb_llm::loader::{ExecPath, Model};
 use cyb_llm::tokenizer::Tokenizer;
 use cyb_llm::ExecutionError;
+use graph_util::{argmax, assert_close, curated_greedy, graph_run, GraphRun};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -57,120 +59,13 @@ fn prompt(model: &Model, text: &str) -> Vec<u32> {
     ids
 }
 
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
-
-fn rel_err(y: &[f32], r: &[f32]) -> f32 {
-    assert_eq!(y.len(), r.len());
-    let scale = r.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
-    let diff = y
-        .iter()
-        .zip(r)
-        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-    diff / scale
-}
-
-/// Greedy decoding on the curated family: the tokens and the logits of every step.
-fn curated_greedy(model: &Arc<Model>, ids: &[u32], n: usize) -> (Vec<u32>, Vec<Vec<f32>>) {
-    let d = Dispatcher::new(
-        BackendChoice::Named("cpu".into()),
-        &BackendConfig { threads: 2 },
-    )
-    .unwrap();
-    let llama = Llama::new(model.clone(), CTX).unwrap();
-    let mut cache = llama.new_cache(&d).unwrap();
-    let mut ctx = ExecContext::new(2);
-    let mut step = |ids: &[u32]| {
-        let t = llama
-            .forward(&d, &mut ctx, &mut cache, ids, LogitRows::Last)
-            .unwrap();
-        d.primary().try_download_f32(&t).unwrap()
-    };
-    let mut logits = vec![step(ids)];
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let t = argmax(logits.last().unwrap());
-        out.push(t);
-        logits.push(step(&[t]));
-    }
-    logits.pop();
-    (out, logits)
-}
-
-struct GraphRun {
-    logits: Vec<Vec<f32>>,
-    greedy: Vec<u32>,
-    trace: Option<String>,
-    fused: usize,
-}
-
-/// Feeds the prompt, then `feed` one token at a time, on the graph path.
-fn graph_run(
-    model: &Arc<Model>,
-    backend: &str,
-    threads: usize,
-    fuse: bool,
-    ids: &[u32],
-    feed: &[u32],
-) -> GraphRun {
-    let opts = GraphOptions {
-        fuse,
-        ctx_size: CTX,
-        trace: true,
-        ..Default::default()
-    };
-    let gm = Arc::new(
-        GraphModel::with_backend(
-            model.clone(),
-            BackendChoice::Named(backend.into()),
-            threads,
-            opts,
-        )
-        .unwrap(),
-    );
-    let mut s = gm.session().unwrap();
-    let mut logits = vec![s.forward(ids).unwrap()];
-    for &t in feed {
-        logits.push(s.forward(&[t]).unwrap());
-    }
-    logits.pop();
-    GraphRun {
-        greedy: logits.iter().map(|l| argmax(l)).collect(),
-        logits,
-        trace: s.trace().map(|(h, _)| h),
-        fused: gm.fused_count(),
-    }
-}
-
-fn assert_close(what: &str, got: &[Vec<f32>], reference: &[Vec<f32>], tol: f32) {
-    for (i, (g, r)) in got.iter().zip(reference).enumerate() {
-        let e = rel_err(g, r);
-        assert!(e <= tol, "{what}: step {i}: relative error {e} > {tol}");
-    }
-    eprintln!(
-        "{what}: max relative error {:.3e} over {} steps",
-        got.iter()
-            .zip(reference)
-            .map(|(g, r)| rel_err(g, r))
-            .fold(0.0f32, f32::max),
-        got.len()
-    );
-}
-
 fn graph_matches_curated(rel: &str, text: &str) {
     let (_dir, path) = imported(rel, false);
     let model = load(&path);
     let ids = prompt(&model, text);
-    let (tokens, reference) = curated_greedy(&model, &ids, 16);
+    let (tokens, reference) = curated_greedy(&model, "cpu", CTX, &ids, 16);
     for fuse in [true, false] {
-        let run = graph_run(&model, "cpu", 2, fuse, &ids, &tokens);
+        let run = graph_run(&model, "cpu", 2, fuse, CTX, &ids, &tokens);
         assert_eq!(run.greedy, tokens, "{rel}: greedy tokens, fuse {fuse}");
         assert_close(
             &format!("{rel} graph (fuse {fuse}) vs curated"),
@@ -201,7 +96,7 @@ fn smollm2_nox_matches_cpu_and_is_bit_exact() {
     let (_dir, path) = imported(SMOLLM2, false);
     let model = load(&path);
     let ids = prompt(&model, "Write a haiku about the sea.");
-    let (_, reference) = curated_greedy(&model, &ids, 1);
+    let (_, reference) = curated_greedy(&model, "cpu", CTX, &ids, 1);
     // The CPU reference library (f32 activations, dequantized weights) is
     // the arbiter: nox must agree with it to the f32 full-forward tolerance
     // and pick the same greedy tokens. The fast cpu backend takes
@@ -230,9 +125,9 @@ fn smollm2_nox_matches_cpu_and_is_bit_exact() {
         }
         out
     };
-    let arbiter = graph_run(&model, "reference", 2, false, &ids, &tokens);
-    let a = graph_run(&model, "nox", 1, true, &ids, &tokens);
-    let b = graph_run(&model, "nox", 2, true, &ids, &tokens);
+    let arbiter = graph_run(&model, "reference", 2, false, CTX, &ids, &tokens);
+    let a = graph_run(&model, "nox", 1, true, CTX, &ids, &tokens);
+    let b = graph_run(&model, "nox", 2, true, CTX, &ids, &tokens);
     assert_eq!(
         a.greedy, tokens,
         "nox greedy tokens vs the reference backend's"
@@ -254,7 +149,7 @@ fn smollm2_nox_matches_cpu_and_is_bit_exact() {
         a.trace, b.trace,
         "nox trace hash differs between 1 and 2 threads"
     );
-    let c = graph_run(&model, "nox", 2, true, &ids, &tokens);
+    let c = graph_run(&model, "nox", 2, true, CTX, &ids, &tokens);
     assert!(bits(&b) == bits(&c), "nox logits differ between two runs");
     assert_eq!(b.trace, c.trace);
     eprintln!(
@@ -308,8 +203,8 @@ fn renamed_model_type_runs_on_the_graph_path() {
     );
     assert!(resolve_path(&model, PathChoice::Curated, &BackendChoice::Auto).is_err());
     let ids = prompt(&original, "The capital of France is");
-    let (tokens, reference) = curated_greedy(&original, &ids, 8);
-    let run = graph_run(&model, "cpu", 2, true, &ids, &tokens);
+    let (tokens, reference) = curated_greedy(&original, "cpu", CTX, &ids, 8);
+    let run = graph_run(&model, "cpu", 2, true, CTX, &ids, &tokens);
     assert_eq!(run.greedy, tokens);
     assert_close(
         "renamed model (graph) vs curated",

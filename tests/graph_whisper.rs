@@ -6,34 +6,18 @@
 //! curated rules at temperature 0 without timestamps: suppressed tokens,
 //! blank / eot suppressed first, no timestamps) gives the curated transcript.
 
+mod graph_util;
 mod whisper_util;
 
 use cyb_llm::audio::mel::log_mel;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
 use cyb_llm::curated::whisper::{TranscribeOptions, Whisper};
 use cyb_llm::graph::{whisper as wg, GraphModel, GraphOptions, GraphSession};
+use graph_util::{argmax, rel_err};
 use std::sync::Arc;
 use whisper_util::{normalize, tiny_en_model, whisper_dir};
 
 const N_SAMPLES: usize = 480_000;
-
-fn rel_err(y: &[f32], r: &[f32]) -> f32 {
-    let scale = r.iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-6);
-    y.iter()
-        .zip(r)
-        .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()))
-        / scale
-}
-
-fn argmax(v: &[f32]) -> u32 {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best as u32
-}
 
 fn curated(model: &Arc<cyb_llm::Model>) -> Whisper {
     let d = Dispatcher::new(
