@@ -36,5 +36,5 @@ bin=$(cargo test --release --target "$target" --lib --no-run --message-format=js
 for cpu in max:1 cortex-a72:0; do
   echo "test-aarch64: QEMU_CPU=${cpu%:*} (sdot expected: ${cpu#*:})"
   QEMU_CPU=${cpu%:*} CYB_LLM_EXPECT_DOTPROD=${cpu#*:} \
-    qemu-aarch64 -L "$sysroot" "$bin" backend::cpu::kernels::tests::
+    qemu-aarch64 -L "$sysroot" "$bin" backend::cpu::kernels::tests:: backend::cpu::kernels::gemm::
 done

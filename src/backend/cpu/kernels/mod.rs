@@ -12,8 +12,8 @@
 pub mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
-mod gemm;
 pub mod gelu;
+mod gemm;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx2;
 #[cfg(target_arch = "aarch64")]
@@ -225,6 +225,8 @@ fn gemm_micro(path: KernelPath) -> Option<gemm::MicroKernel> {
         KernelPath::Portable => Some(gemm::micro_portable),
         #[cfg(target_arch = "x86_64")]
         KernelPath::Avx2 => Some(gemm_avx2::micro),
+        #[cfg(target_arch = "aarch64")]
+        KernelPath::Neon | KernelPath::NeonDot => Some(neon::gemm_micro),
         #[allow(unreachable_patterns)]
         _ => None,
     }

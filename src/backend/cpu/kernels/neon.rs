@@ -9,10 +9,13 @@
 //! `sdot` and the f16 conversions are written as inline assembly: their `std::arch` intrinsics
 //! are not stable yet.
 //!
+//! It also holds the NEON micro-kernel of the float GEMM ([`gemm_micro`]).
+//!
 //! The module is private to the kernels, which select the `sdot` wrappers only after
 //! detecting the feature.
 
 use super::act::{Q8Block, Q8KBlock};
+use super::gemm::{MR, NR};
 use super::{Kernel, KernelPath};
 use crate::dtype::DType;
 use crate::quant::kquants::q3_k_scales;
@@ -832,4 +835,41 @@ unsafe fn q6_k_rows4_imp<D: Dot>(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
         }
     }
     out
+}
+
+/// [`super::gemm::MicroKernel`] with NEON: the `MR x NR` tile in four-lane accumulators; per
+/// step `NR / 4` loads of packed activations and one multiply-add per accumulator.
+pub(super) fn gemm_micro(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * NR]) {
+    assert!(
+        a.len() >= (MR - 1) * lda + k && b.len() >= k * NR,
+        "gemm: micro-tile bounds"
+    );
+    // SAFETY: the bounds were checked above; NEON is part of the aarch64 target.
+    unsafe { gemm_micro_imp(a.as_ptr(), lda, b.as_ptr(), k, acc) }
+}
+
+unsafe fn gemm_micro_imp(
+    a: *const f32,
+    lda: usize,
+    b: *const f32,
+    k: usize,
+    acc: &mut [f32; MR * NR],
+) {
+    let rows: [*const f32; MR] = std::array::from_fn(|i| a.add(i * lda));
+    let mut c = [[vdupq_n_f32(0.0); NR / 4]; MR];
+    for kk in 0..k {
+        let bp = b.add(kk * NR);
+        let bv: [float32x4_t; NR / 4] = std::array::from_fn(|j| vld1q_f32(bp.add(4 * j)));
+        for (ci, row) in c.iter_mut().zip(&rows) {
+            let v = *row.add(kk);
+            for (cij, &bj) in ci.iter_mut().zip(&bv) {
+                *cij = vfmaq_n_f32(*cij, bj, v);
+            }
+        }
+    }
+    for (dst, ci) in acc.chunks_exact_mut(NR).zip(&c) {
+        for (d, &v) in dst.chunks_exact_mut(4).zip(ci) {
+            vst1q_f32(d.as_mut_ptr(), v);
+        }
+    }
 }
