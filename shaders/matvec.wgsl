@@ -13,7 +13,7 @@
 @group(0) @binding(3) var<uniform> p: Params;
 
 const NR: u32 = 4u;
-const MV_WG: u32 = 128u;
+const MV_WG: u32 = 256u;
 
 // x[k..k+4], zero past K.
 fn xv4(k: u32, kk: u32) -> vec4<f32> {
@@ -41,12 +41,14 @@ fn mv_acc(n0: u32, t: u32) -> vec4<f32> {
     let rows = vec4<u32>(r0, r1, r2, r3);
     let parts = ((kk + 31u) / 32u) * 4u;
     var acc = vec4<f32>();
-    // Two parts per turn: twice the loads in flight.
+    // Four parts per turn: more loads in flight (measured on the H200:
+    // scripts/wgpu-h200-variants.sh, BENCHMARKS.md).
     var e = t;
-    for (; e + MV_WG < parts; e += 2u * MV_WG) {
-        acc += mv_step(rows, e, kk) + mv_step(rows, e + MV_WG, kk);
+    for (; e + 3u * MV_WG < parts; e += 4u * MV_WG) {
+        acc += (mv_step(rows, e, kk) + mv_step(rows, e + MV_WG, kk))
+            + (mv_step(rows, e + 2u * MV_WG, kk) + mv_step(rows, e + 3u * MV_WG, kk));
     }
-    if e < parts {
+    for (; e < parts; e += MV_WG) {
         acc += mv_step(rows, e, kk);
     }
     return acc;

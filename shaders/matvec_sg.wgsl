@@ -1,7 +1,7 @@
 // matvec.wgsl's reduction with subgroup operations (SUBGROUP feature).
 var<workgroup> part: array<vec4<f32>, MV_WG>;
 
-@compute @workgroup_size(128)
+@compute @workgroup_size(MV_WG)
 fn main(
     @builtin(workgroup_id) wid: vec3<u32>,
     @builtin(local_invocation_index) t: u32,

@@ -95,8 +95,8 @@ fn matmul_every_dtype_matches_reference() {
 }
 
 /// The decode matvec (one input row) and the mm kernel (9 rows: two tiles of
-/// 8) over several loop turns of their workgroups (K above 32 x 128 / 4
-/// values) and a row count that is no multiple of their 4 rows per
+/// 8) over several loop turns of their workgroups (K above 8 values x 256
+/// threads x 4 parts per turn) and a row count that is no multiple of their 4 rows per
 /// workgroup; the matvec with the subgroup reduction (when the adapter has
 /// SUBGROUP) and with the workgroup-memory one.
 #[test]
@@ -105,9 +105,9 @@ fn matvec_and_mm_long_rows_match_reference() {
     let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
     for dtype in MATMUL_DTYPES {
         let k = match dtype.block_values() {
-            1 => 1091,
-            32 => 1120,
-            _ => 1280,
+            1 => 8195,
+            32 => 8224,
+            _ => 8448,
         };
         let w = rand_weight(&mut r, &[13, k], dtype);
         for m in [1, 9] {

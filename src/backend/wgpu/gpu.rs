@@ -157,6 +157,18 @@ pub fn deq_name(dtype: DType) -> Option<&'static str> {
     })
 }
 
+/// Shader `file` (e.g. `matvec.wgsl`): from the folder named by
+/// `CYB_WGPU_SHADERS` when it holds that file (to try kernel variants without
+/// rebuilding), else the copy built into the binary.
+fn shader(file: &str, embedded: &'static str) -> std::borrow::Cow<'static, str> {
+    std::env::var_os("CYB_WGPU_SHADERS")
+        .and_then(|dir| std::fs::read_to_string(std::path::Path::new(&dir).join(file)).ok())
+        .map_or(
+            std::borrow::Cow::Borrowed(embedded),
+            std::borrow::Cow::Owned,
+        )
+}
+
 fn kernel_source(name: &str) -> Option<&'static str> {
     Some(match name {
         "mm" => include_str!("../../../shaders/mm.wgsl"),
@@ -360,9 +372,9 @@ impl Gpu {
             backend: "wgpu".into(),
             input_dtype: DType::F32,
         })?;
-        let mut src = String::from(COMMON);
+        let mut src = shader("common.wgsl", COMMON).into_owned();
         if !dtype.is_empty() {
-            src.push_str(DEQUANT);
+            src.push_str(&shader("dequant.wgsl", DEQUANT));
             src.push_str(&format!(
                 "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
                  fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
@@ -375,12 +387,18 @@ impl Gpu {
                 }
             ));
         }
-        src.push_str(body);
+        src.push_str(&shader(&format!("{kernel}.wgsl"), body));
         if kernel == "matvec" {
-            src.push_str(if self.features.contains(wgpu::Features::SUBGROUP) {
-                include_str!("../../../shaders/matvec_sg.wgsl")
+            src.push_str(&if self.features.contains(wgpu::Features::SUBGROUP) {
+                shader(
+                    "matvec_sg.wgsl",
+                    include_str!("../../../shaders/matvec_sg.wgsl"),
+                )
             } else {
-                include_str!("../../../shaders/matvec_wg.wgsl")
+                shader(
+                    "matvec_wg.wgsl",
+                    include_str!("../../../shaders/matvec_wg.wgsl"),
+                )
             });
         }
         let module = self
