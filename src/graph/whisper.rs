@@ -56,6 +56,23 @@ fn heads(
     b.op1(GraphOp::Reshape(shape.to_vec()), &[&y], name)
 }
 
+/// `x + out_proj(Sdpa(q, k, v))` with `mask`, heads merged back to width `d`.
+fn attend(
+    b: &mut Builder,
+    has: &dyn Fn(&str) -> bool,
+    x: &str,
+    [q, k, v]: [&str; 3],
+    mask: MaskKind,
+    out_proj: &str,
+    d: i64,
+) -> String {
+    let sdpa = GraphOp::Sdpa { scale: None, mask };
+    let a = b.op1(sdpa, &[q, k, v], "attn");
+    let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "attn");
+    let o = linear(b, has, &a, out_proj, "attn_out");
+    b.op1(fixed(Op::Add), &[x, &o], "x")
+}
+
 /// The residual MLP block: `x + fc2(gelu(fc1(LN(x))))`.
 fn mlp(b: &mut Builder, has: &dyn Fn(&str) -> bool, x: &str, p: &str, eps: f32) -> String {
     let n = b.layer_norm(x, &format!("{p}.final_layer_norm"), eps, "mlp_in");
@@ -118,20 +135,8 @@ pub fn whisper_graph(
                 t,
             )
         });
-        let sdpa = GraphOp::Sdpa {
-            scale: None,
-            mask: MaskKind::None,
-        };
-        let a = b.op1(sdpa, &[&q, &k, &v], "attn");
-        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "attn");
-        let o = linear(
-            &mut b,
-            has,
-            &a,
-            &format!("{p}.self_attn.out_proj"),
-            "attn_out",
-        );
-        x = b.op1(fixed(Op::Add), &[&x, &o], "x");
+        let out = format!("{p}.self_attn.out_proj");
+        x = attend(&mut b, has, &x, [&q, &k, &v], MaskKind::None, &out, d);
         x = mlp(&mut b, has, &x, &p, c.eps);
     }
     let audio = b.layer_norm(&x, &format!("{enc}.layer_norm"), c.eps, "audio");
@@ -183,20 +188,8 @@ pub fn whisper_graph(
         });
         let (ka, va) = (format!("l{i}.K"), format!("l{i}.V"));
         b.node(GraphOp::KvAppend, &[&st, &k, &v], &[&ka, &va]);
-        let causal = GraphOp::Sdpa {
-            scale: None,
-            mask: MaskKind::Causal,
-        };
-        let a = b.op1(causal, &[&q, &ka, &va], "attn");
-        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "attn");
-        let o = linear(
-            &mut b,
-            has,
-            &a,
-            &format!("{p}.self_attn.out_proj"),
-            "attn_out",
-        );
-        y = b.op1(fixed(Op::Add), &[&y, &o], "y");
+        let out = format!("{p}.self_attn.out_proj");
+        y = attend(&mut b, has, &y, [&q, &ka, &va], MaskKind::Causal, &out, d);
         let n = b.layer_norm(
             &y,
             &format!("{p}.encoder_attn_layer_norm"),
@@ -211,24 +204,9 @@ pub fn whisper_graph(
             &dshape,
             "q",
         );
-        let cross = GraphOp::Sdpa {
-            scale: None,
-            mask: MaskKind::None,
-        };
-        let a = b.op1(
-            cross,
-            &[&q, &format!("cross_k.{i}"), &format!("cross_v.{i}")],
-            "cross",
-        );
-        let a = b.op1(GraphOp::Reshape(vec![-1, d]), &[&a], "cross");
-        let o = linear(
-            &mut b,
-            has,
-            &a,
-            &format!("{p}.encoder_attn.out_proj"),
-            "cross_out",
-        );
-        y = b.op1(fixed(Op::Add), &[&y, &o], "y");
+        let (ck, cv) = (format!("cross_k.{i}"), format!("cross_v.{i}"));
+        let out = format!("{p}.encoder_attn.out_proj");
+        y = attend(&mut b, has, &y, [&q, &ck, &cv], MaskKind::None, &out, d);
         y = mlp(&mut b, has, &y, &p, c.eps);
     }
     let y = b.layer_norm(&y, &format!("{dec}.layer_norm"), c.eps, "out_norm");
