@@ -4,6 +4,7 @@
 #
 #   scripts/bench-embed.sh                 # batch sizes 1 and 32, physical cores
 #   N=200 BATCHES="8 64" THREADS=1 scripts/bench-embed.sh
+#   CYB_LLM_BIN=/tmp/cyb-llm scripts/bench-embed.sh   # an already built binary
 #
 # Needs scripts/fetch-models.sh minilm, and a Python with torch + sentence-transformers
 # ($PYTHON, default .cache/venv/bin/python). For each batch size it runs cyb-llm, then
@@ -21,11 +22,16 @@ THREADS=${THREADS:-$(lscpu -p=CORE,SOCKET | grep -v '^#' | sort -u | wc -l)}
 SRC="$MODELS/minilm"
 [ -f "$SRC/model.safetensors" ] || { echo "bench-embed: $SRC missing: run scripts/fetch-models.sh minilm" >&2; exit 1; }
 
-cargo build --release --quiet
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 # A private copy: other builds sharing target/ cannot swap the binary mid-run.
-cp target/release/cyb-llm "$WORK/cyb-llm"
+# CYB_LLM_BIN=path benchmarks that binary instead of building target/release/cyb-llm.
+if [ -n "${CYB_LLM_BIN:-}" ]; then
+  cp "$CYB_LLM_BIN" "$WORK/cyb-llm"
+else
+  cargo build --release --quiet
+  cp target/release/cyb-llm "$WORK/cyb-llm"
+fi
 "$WORK/cyb-llm" import "$SRC" -o "$WORK/minilm.model" >/dev/null 2>&1
 
 "$PY" - "$N" "$WORK/texts.txt" <<'PYEOF'

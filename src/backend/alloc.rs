@@ -1,6 +1,8 @@
 //! The frame allocator of the execution contract, for host activations.
 //!
-//! Buffers are bucketed by exact byte size and [`BufferUsage`]. A buffer
+//! Buffers are bucketed by size class (the length rounded up to a power of two, or
+//! past 1024 values to an eighth of one, so that the varying lengths of padded
+//! batches share buffers) and [`BufferUsage`]. A buffer
 //! handed out during forward N goes back to the allocator when the last
 //! [`Tensor`](super::Tensor) using it drops, and becomes reusable at the next
 //! [`FrameAllocator::reset`] (the start of forward N+1). The pool grows until
@@ -106,21 +108,25 @@ impl FrameAllocator {
         }
     }
 
-    /// A buffer of `len` f32 values: reused from the pool when one of exactly
-    /// that size is free, else newly allocated. Contents are stale unless `zeroed`.
+    /// A buffer of `len` f32 values: reused from the pool when one of its size
+    /// class is free, else newly allocated. Contents are stale unless `zeroed`.
     pub fn alloc(&mut self, len: usize, usage: BufferUsage, zeroed: bool) -> FrameBuf {
-        let key = ((len * 4) as u64, usage);
+        let class = size_class(len);
+        let key = ((class * 4) as u64, usage);
         let data = match self.pool.get_mut(&key).and_then(Vec::pop) {
             Some(mut d) => {
                 if zeroed {
-                    d.fill(0.0);
+                    d.clear();
                 }
+                d.resize(len, 0.0);
                 d
             }
             None => {
                 self.total_bytes += key.0;
                 self.total_buffers += 1;
-                vec![0.0; len]
+                let mut d = Vec::with_capacity(class);
+                d.resize(len, 0.0);
+                d
             }
         };
         FrameBuf {
@@ -140,8 +146,9 @@ impl FrameAllocator {
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
         );
         for (usage, data) in released {
+            // Every buffer was created with the capacity of its class.
             self.pool
-                .entry(((data.len() * 4) as u64, usage))
+                .entry(((size_class(data.capacity()) * 4) as u64, usage))
                 .or_default()
                 .push(data);
         }
@@ -155,6 +162,18 @@ impl FrameAllocator {
     /// Number of buffers this allocator has created (free or in use).
     pub fn pool_buffers(&self) -> usize {
         self.total_buffers
+    }
+}
+
+/// The capacity of the buffers that hold `len` values: the next power of two up to
+/// 1024, then the next multiple of an eighth of the next power of two (at most 12.5%
+/// unused).
+fn size_class(len: usize) -> usize {
+    let p = len.max(1).next_power_of_two();
+    if p <= 1024 {
+        p
+    } else {
+        len.next_multiple_of(p / 8)
     }
 }
 
@@ -175,10 +194,30 @@ mod tests {
         let _d = a.alloc(10, BufferUsage::Storage, true);
         let _e = a.alloc(10, BufferUsage::Storage, true);
         assert_eq!(a.pool_buffers(), 2);
-        // Other size or usage: new buffers.
+        // Other usage or size class: new buffers (10 and 11 values share the class of 16).
         let _f = a.alloc(10, BufferUsage::Uniform, true);
-        let _g = a.alloc(11, BufferUsage::Storage, true);
+        let _g = a.alloc(17, BufferUsage::Storage, true);
         assert_eq!(a.pool_buffers(), 4);
-        assert_eq!(a.pool_bytes(), 3 * 40 + 44);
+        assert_eq!(a.pool_bytes(), 3 * 64 + 128);
+    }
+
+    #[test]
+    fn lengths_of_one_class_share_buffers() {
+        let mut a = FrameAllocator::new();
+        drop(a.alloc(3000, BufferUsage::Storage, false).finish());
+        a.reset();
+        let mut b = a.alloc(2900, BufferUsage::Storage, true);
+        assert_eq!(b.as_mut_slice().len(), 2900);
+        assert!(b.as_mut_slice().iter().all(|&v| v == 0.0));
+        assert_eq!(
+            a.pool_buffers(),
+            1,
+            "3000 and 2900 values share the class of 3072"
+        );
+        assert_eq!(a.pool_bytes(), 3072 * 4);
+        assert_eq!(
+            (size_class(1), size_class(1024), size_class(1025)),
+            (1, 1024, 1280)
+        );
     }
 }

@@ -92,12 +92,22 @@ pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> boo
 /// `y = f(a, b)` where `b` is broadcast along the leading dimensions of `a`
 /// (`b` equal to `a`, or a suffix of it such as a bias row).
 pub(super) fn binary_suffix(pool: &ThreadPool, op: &Op, a: &[f32], b: &[f32], y: &mut [f32]) {
-    let f: fn(f32, f32) -> f32 = match op {
-        Op::Add => |a, b| a + b,
-        Op::Sub => |a, b| a - b,
-        Op::Mul => |a, b| a * b,
-        _ => |a, b| a / b,
-    };
+    // One monomorphized (vectorized) loop per op, not a call through a fn pointer per value.
+    match op {
+        Op::Add => binary_with(pool, a, b, y, |a, b| a + b),
+        Op::Sub => binary_with(pool, a, b, y, |a, b| a - b),
+        Op::Mul => binary_with(pool, a, b, y, |a, b| a * b),
+        _ => binary_with(pool, a, b, y, |a, b| a / b),
+    }
+}
+
+fn binary_with(
+    pool: &ThreadPool,
+    a: &[f32],
+    b: &[f32],
+    y: &mut [f32],
+    f: impl Fn(f32, f32) -> f32 + Sync + Send,
+) {
     let row = b.len().max(1);
     let chunk = row * (CHUNK / row).max(1);
     chunks(
