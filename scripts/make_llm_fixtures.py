@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Reference fixtures for the text-generation tests (tests/generate_*.rs).
 
-For each real model (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M; fetched by
-scripts/fetch-models.sh) it writes tests/fixtures/llm/<model>/:
+For each model (SmolLM2-135M-Instruct Q4_1, Gemma-3-270M Q4_K_M, and the qwen2
+test model of scripts/make_qwen2_gguf.py: real Qwen2 vocabulary, random weights;
+all fetched or made by scripts/fetch-models.sh) it writes tests/fixtures/llm/<model>/:
 
 - hf_logits.json: Hugging Face transformers (f32, loading the same GGUF with
   `gguf_file=`, dequantized) logits of 3 prompts at several positions: the top-k
@@ -10,11 +11,13 @@ scripts/fetch-models.sh) it writes tests/fixtures/llm/<model>/:
 - llamacpp.json: greedy continuations of 32 tokens from llama.cpp (built by
   scripts/build-llamacpp.sh from the llama-cpp-python 0.3.36 sdist) for 5 prompts,
   raw and chat-templated: prompt ids, generated ids and llama.cpp's top-2 gap per
-  step. The ids come from scripts/llamacpp_greedy.cpp (llama.cpp's library, argmax
+  step, and at every step the top-2 ids and gap of transformers' f32 logits on the
+  same tokens (the model's exact definition, to tell whose rounding flipped a
+  token where we and llama.cpp differ). The ids come from scripts/llamacpp_greedy.cpp (llama.cpp's library, argmax
   over its logits); the script checks that their text equals what
   `llama-completion --temp 0` prints for the same prompt.
 
-Run: .cache/venv/bin/python scripts/make_llm_fixtures.py [smollm2|gemma3 ...]
+Run: .cache/venv/bin/python scripts/make_llm_fixtures.py [smollm2|gemma3|qwen2 ...]
 (needs torch, transformers, accelerate, gguf; CI only reads the JSON files).
 """
 import json
@@ -22,6 +25,7 @@ import os
 import subprocess
 import sys
 
+import gguf
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -35,6 +39,7 @@ N_PREDICT = 32
 SPECS = {
     "smollm2": ("smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
     "gemma3": ("gemma3", "gemma-3-270m-q4_k_m.gguf"),
+    "qwen2": ("qwen2", "qwen2-test.gguf"),
 }
 
 # Prompts for the logits check (raw text, the tokenizer's own special tokens added).
@@ -91,7 +96,7 @@ def hf_logits(name, d, f):
                 }
             )
         cases.append({"prompt": text, "ids": ids, "rows": rows})
-    return tok, {
+    return tok, model, {
         "source": f"transformers {__import__('transformers').__version__}, torch {torch.__version__}, "
         f"{f} loaded with gguf_file= in float32",
         "top_k": TOP_K,
@@ -99,12 +104,32 @@ def hf_logits(name, d, f):
     }
 
 
-def llamacpp(name, tok, path):
+def hf_top2(model, prompt_ids, tokens):
+    """transformers' f32 top-2 (ids, gap) at each generated step of llama.cpp's path."""
+    if not tokens:
+        return []
+    with torch.no_grad():
+        logits = model(torch.tensor([prompt_ids + tokens])).logits[0].double()
+    out = []
+    for s in range(len(tokens)):
+        vals, idx = logits[len(prompt_ids) - 1 + s].topk(2)
+        out.append({"ids": idx.tolist(), "gap": round((vals[0] - vals[1]).item(), 6)})
+    return out
+
+
+def adds_bos(path):
+    """The GGUF's tokenizer.ggml.add_bos_token (llama.cpp's default when absent: true)."""
+    field = gguf.GGUFReader(path).fields.get("tokenizer.ggml.add_bos_token")
+    return True if field is None else bool(field.parts[field.data[0]][0])
+
+
+def llamacpp(name, tok, model, path):
+    add_bos = adds_bos(path)
     cases = []
     for user in CONTINUATION_PROMPTS:
         for mode in ("raw", "chat"):
             prompt = user if mode == "raw" else chat_text(tok, name, user)
-            if tok.bos_token and prompt.startswith(tok.bos_token):
+            if add_bos and tok.bos_token and prompt.startswith(tok.bos_token):
                 # llama.cpp adds BOS itself (add_bos), as the runtime does: not twice.
                 prompt = prompt[len(tok.bos_token):]
             run = subprocess.run(
@@ -128,11 +153,13 @@ def llamacpp(name, tok, path):
                     f"{name} {mode} {user!r}: llamacpp-greedy text {text!r} is not what "
                     f"llama-completion --temp 0 printed: {completion!r}"
                 )
+            ref["hf_top2"] = hf_top2(model, ref["prompt_ids"], ref["tokens"])
             cases.append({"prompt": prompt, "mode": mode, **ref, "text": text})
             print(f"  {mode:4} {user!r} -> {text!r}", file=sys.stderr)
     return {
         "source": "llama.cpp from llama-cpp-python 0.3.36 (vendor/llama.cpp), CPU, GGML_NATIVE=ON; "
-        "ids from scripts/llamacpp_greedy.cpp, text checked against llama-completion --temp 0",
+        "ids from scripts/llamacpp_greedy.cpp, text checked against llama-completion --temp 0; "
+        "hf_top2 from transformers in float32 on the same tokens",
         "n_predict": N_PREDICT,
         "cases": cases,
     }
@@ -146,11 +173,11 @@ def main():
         out = os.path.join(OUT, name)
         os.makedirs(out, exist_ok=True)
         print(f"{name}: transformers logits", file=sys.stderr)
-        tok, logits = hf_logits(name, d, f)
+        tok, model, logits = hf_logits(name, d, f)
         with open(os.path.join(out, "hf_logits.json"), "w") as fh:
             json.dump(logits, fh, indent=1)
         print(f"{name}: llama.cpp continuations", file=sys.stderr)
-        cont = llamacpp(name, tok, os.path.join(d, f))
+        cont = llamacpp(name, tok, model, os.path.join(d, f))
         with open(os.path.join(out, "llamacpp.json"), "w") as fh:
             json.dump(cont, fh, indent=1)
 

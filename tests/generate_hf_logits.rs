@@ -74,3 +74,8 @@ fn smollm2_logits_match_transformers() {
 fn gemma3_logits_match_transformers() {
     check("gemma3");
 }
+
+#[test]
+fn qwen2_logits_match_transformers() {
+    check("qwen2");
+}

@@ -4,11 +4,26 @@
 //! the llama-cpp-python 0.3.36 sdist). The prompt ids are llama.cpp's; our
 //! tokenizer must give the same ids for the same text.
 //!
-//! Our greedy tokens must equal llama.cpp's; where they first differ, that step
-//! must be a near-tie (top-1 minus top-2 logit < 0.1) in our logits or in
-//! llama.cpp's (ops.md: "identical ... for the first 16 tokens (check the
-//! top-2 logit gap where they differ)"). The report prints how many tokens
-//! agree per prompt; at least half of the prompts must agree on 16 or more.
+//! Our greedy tokens must equal llama.cpp's. Both engines quantize activations
+//! to 8 bits inside every quantized matmul (as ggml does), which makes the
+//! logits a discontinuous function of the arithmetic: any rounding difference
+//! (llama.cpp's f16 KV cache and f16 block scales, summation order) moves them
+//! by about the quantization noise (1-4% of the row's max |logit|, measured
+//! against transformers' f32 logits for both engines), so greedy paths split
+//! where two candidates are close. Where our tokens first differ from
+//! llama.cpp's at step `s`:
+//!
+//! - the split must be at a near-tie (top-1 minus top-2 < 0.1) of our logits or
+//!   of llama.cpp's; from token 16 on (the issue's rule) of ours, or of
+//!   llama.cpp's where transformers' f32 logits (the model's exact definition,
+//!   `hf_top2` in the fixture) pick our token;
+//! - where our own gap is not a near-tie, the f32 model must not side with
+//!   llama.cpp (its top-1 being llama.cpp's token by 0.1 or more): we may not be
+//!   confidently wrong where llama.cpp is right.
+//!
+//! At least half of the prompts must agree on all of their first 16 tokens. The
+//! report prints how many tokens agree per prompt, the gaps where they split
+//! and the f32 model's top-2 there.
 
 mod generate_util;
 
@@ -61,6 +76,17 @@ fn check(model: &str) {
             .iter()
             .map(|v| v.as_f64().unwrap() as f32)
             .collect();
+        let hf_top2: Vec<(u32, f32)> = case["hf_top2"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| {
+                (
+                    v["ids"][0].as_u64().unwrap() as u32,
+                    v["gap"].as_f64().unwrap() as f32,
+                )
+            })
+            .collect();
         let same = ours
             .iter()
             .zip(&expected)
@@ -80,11 +106,12 @@ fn check(model: &str) {
             expected.len(),
             if diverged {
                 format!(
-                    ", then ours {:?} (gap {:.3}) vs llama.cpp {:?} (its gap {:.3})",
+                    ", then ours {:?} (gap {:.3}) vs llama.cpp {:?} (its gap {:.3}); transformers f32 {:?}",
                     ours.get(same),
                     gaps.get(same).copied().unwrap_or(f32::NAN),
                     expected.get(same),
-                    their_gaps.get(same).copied().unwrap_or(f32::NAN)
+                    their_gaps.get(same).copied().unwrap_or(f32::NAN),
+                    hf_top2.get(same)
                 )
             } else {
                 String::new()
@@ -96,9 +123,22 @@ fn check(model: &str) {
         if diverged {
             let gap = |g: &[f32]| g.get(same).copied().unwrap_or(f32::INFINITY);
             let (mine, theirs) = (gap(&gaps), gap(&their_gaps));
-            if mine.min(theirs) >= NEAR_TIE {
+            let (our_token, their_token) = (ours.get(same).copied(), expected.get(same).copied());
+            let hf = hf_top2.get(same).copied();
+            let hf_ours = hf.is_some_and(|(id, _)| Some(id) == our_token);
+            let hf_theirs = hf.is_some_and(|(id, g)| Some(id) == their_token && g >= NEAR_TIE);
+            let tie = if same < MUST_MATCH {
+                mine < NEAR_TIE || theirs < NEAR_TIE
+            } else {
+                mine < NEAR_TIE || (theirs < NEAR_TIE && hf_ours)
+            };
+            if !tie {
                 failures.push(format!(
-                    "{mode} {prompt:?}: diverged at token {same} where neither side is near a tie (our gap {mine}, llama.cpp's {theirs})"
+                    "{mode} {prompt:?}: diverged at token {same}, not at a near-tie (our gap {mine}, llama.cpp's {theirs}, f32 top-2 {hf:?})"
+                ));
+            } else if mine >= NEAR_TIE && hf_theirs {
+                failures.push(format!(
+                    "{mode} {prompt:?}: diverged at token {same} with our gap {mine} where the f32 model picks llama.cpp's token ({hf:?})"
                 ));
             }
         }
@@ -119,4 +159,9 @@ fn smollm2_continuations_match_llamacpp() {
 #[test]
 fn gemma3_continuations_match_llamacpp() {
     check("gemma3");
+}
+
+#[test]
+fn qwen2_continuations_match_llamacpp() {
+    check("qwen2");
 }

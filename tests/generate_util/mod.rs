@@ -1,6 +1,7 @@
 //! Helpers shared by the text-generation tests: the real models of
-//! ../shared/models.md (fetched by scripts/fetch-models.sh, imported once per
-//! test binary), the fixtures of scripts/make_llm_fixtures.py, and logit checks.
+//! ../shared/models.md and the qwen2 test model of scripts/make_qwen2_gguf.py
+//! (fetched or made by scripts/fetch-models.sh, imported once per test binary),
+//! the fixtures of scripts/make_llm_fixtures.py, and logit checks.
 
 #![allow(dead_code)]
 
@@ -24,6 +25,7 @@ pub fn gguf(name: &str) -> PathBuf {
     let rel = match name {
         "smollm2" => "smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
         "gemma3" => "gemma3/gemma-3-270m-q4_k_m.gguf",
+        "qwen2" => "qwen2/qwen2-test.gguf",
         other => panic!("unknown model {other}"),
     };
     let p = models_dir().join(rel);
