@@ -261,6 +261,11 @@ impl Gpu {
         v
     }
 
+    /// Whether dispatches are timestamped (`CYB_WGPU_PROFILE=1` and TIMESTAMP_QUERY).
+    pub fn profiling(&self) -> bool {
+        self.profiler.is_some()
+    }
+
     /// Host milliseconds spent recording batches (first op to submit) and in
     /// the submits themselves, when profiling.
     pub fn host_ms(&self) -> Option<(f64, f64)> {

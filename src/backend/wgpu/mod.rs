@@ -42,7 +42,8 @@ pub struct AdapterReport {
     pub driver: String,
     /// Limits the device was created with (raised to the adapter's).
     pub limits: Vec<(&'static str, u64)>,
-    /// Optional features the adapter has that matter here, and whether the kernels use them.
+    /// Optional features the adapter has that matter here, and whether the
+    /// kernels use them (TIMESTAMP_QUERY: only when profiling, `CYB_WGPU_PROFILE=1`).
     pub features: Vec<(&'static str, bool, bool)>,
 }
 
@@ -166,7 +167,7 @@ impl WgpuBackend {
                 (
                     "TIMESTAMP_QUERY",
                     g.features.contains(wgpu::Features::TIMESTAMP_QUERY),
-                    g.features.contains(wgpu::Features::TIMESTAMP_QUERY),
+                    g.profiling(),
                 ),
             ],
         }
