@@ -8,7 +8,7 @@
 //! [`FrameAllocator::reset`] (the start of forward N+1). The pool grows until
 //! it covers one forward's allocations and then stays flat.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -85,7 +85,7 @@ impl FrameBuf {
 
 /// Pool of host buffers keyed by (byte size, usage). See the module doc.
 pub struct FrameAllocator {
-    pool: HashMap<(u64, BufferUsage), Vec<Vec<f32>>>,
+    pool: HashMap<BufferUsage, BTreeMap<usize, Vec<Vec<f32>>>>,
     returned: Arc<Returned>,
     total_bytes: u64,
     total_buffers: usize,
@@ -109,11 +109,17 @@ impl FrameAllocator {
     }
 
     /// A buffer of `len` f32 values: reused from the pool when one of its size
-    /// class is free, else newly allocated. Contents are stale unless `zeroed`.
+    /// class, or of a larger class up to twice its size, is free (batches sorted
+    /// longest first shrink from one forward to the next), else newly allocated.
+    /// Contents are stale unless `zeroed`.
     pub fn alloc(&mut self, len: usize, usage: BufferUsage, zeroed: bool) -> FrameBuf {
         let class = size_class(len);
-        let key = ((class * 4) as u64, usage);
-        let data = match self.pool.get_mut(&key).and_then(Vec::pop) {
+        let free = self.pool.get_mut(&usage).and_then(|classes| {
+            classes
+                .range_mut(class..=2 * class)
+                .find_map(|(_, buffers)| buffers.pop())
+        });
+        let data = match free {
             Some(mut d) => {
                 if zeroed {
                     d.clear();
@@ -122,7 +128,7 @@ impl FrameAllocator {
                 d
             }
             None => {
-                self.total_bytes += key.0;
+                self.total_bytes += (class * 4) as u64;
                 self.total_buffers += 1;
                 let mut d = Vec::with_capacity(class);
                 d.resize(len, 0.0);
@@ -148,7 +154,9 @@ impl FrameAllocator {
         for (usage, data) in released {
             // Every buffer was created with the capacity of its class.
             self.pool
-                .entry(((size_class(data.capacity()) * 4) as u64, usage))
+                .entry(usage)
+                .or_default()
+                .entry(size_class(data.capacity()))
                 .or_default()
                 .push(data);
         }
@@ -219,5 +227,14 @@ mod tests {
             (size_class(1), size_class(1024), size_class(1025)),
             (1, 1024, 1280)
         );
+        // A free buffer of a larger class (up to twice the size) serves a shorter batch.
+        drop(b.finish());
+        a.reset();
+        let mut c = a.alloc(1600, BufferUsage::Storage, false);
+        assert_eq!((a.pool_buffers(), c.as_mut_slice().len()), (1, 1600));
+        drop(c.finish());
+        a.reset();
+        let _d = a.alloc(1000, BufferUsage::Storage, false);
+        assert_eq!(a.pool_buffers(), 2, "3072 is more than twice 1024");
     }
 }
