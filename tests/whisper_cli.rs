@@ -122,3 +122,21 @@ fn stdout_text_and_stdin_list() {
         "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
     );
 }
+
+#[test]
+fn nox_is_refused_with_the_reason() {
+    let w = whisper_dir();
+    let o = cyb()
+        .arg("transcribe")
+        .arg(tiny_en_model())
+        .arg(w.join("jfk.wav"))
+        .args(["--backend", "nox"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    assert!(
+        err.contains("nox") && err.contains("graph") && err.contains("--backend cpu"),
+        "{err}"
+    );
+}

@@ -83,6 +83,14 @@ impl SpeechModel {
                 ),
             });
         }
+        if matches!(&opts.backend, BackendChoice::Named(n) if n == crate::backend::nox::NAME) {
+            return Err(ExecutionError::BackendInit {
+                backend: crate::backend::nox::NAME.into(),
+                reason: "transcription runs the curated Whisper family, and nox runs only graph \
+                         sections; use --backend cpu (or auto)"
+                    .into(),
+            });
+        }
         let dispatcher = Dispatcher::new(
             opts.backend.clone(),
             &BackendConfig {
