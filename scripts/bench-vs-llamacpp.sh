@@ -13,6 +13,8 @@
 #   scripts/bench-vs-llamacpp.sh [GGUF...]
 #   env: THREADS=2 P=512 N=128 REPS=3 ROUNDS=2 CYB=target/release/cyb-llm
 #        RAW=DIR (keep every run's JSON there)
+#        LLAMA_ARGS="--poll 0" (extra llama-bench flags; on a machine shared with other
+#        work llama.cpp's spinning thread barriers stall, and its tg figures then vary 10x)
 # Default GGUFs: the SmolLM2 Q4_1 and Gemma-3-270M Q4_K_M of scripts/fetch-models.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,6 +24,7 @@ N=${N:-128}
 REPS=${REPS:-3}
 ROUNDS=${ROUNDS:-2}
 CYB=${CYB:-target/release/cyb-llm}
+LLAMA_ARGS=${LLAMA_ARGS:-}
 LB=${CYB_LLAMACPP_BUILD:-.cache/llama.cpp-build}/cmake/bin/llama-bench
 RAW=${RAW:-$(mktemp -d)}
 mkdir -p "$RAW"
@@ -33,13 +36,14 @@ if [ $# -eq 0 ]; then
 fi
 
 echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "# threads $THREADS, pp$P, tg$N, $ROUNDS rounds x $REPS reps, interleaved llama.cpp / cyb-llm" >&2
+echo "# threads $THREADS, pp$P, tg$N, $ROUNDS rounds x $REPS reps, interleaved llama.cpp / cyb-llm${LLAMA_ARGS:+ (llama-bench $LLAMA_ARGS)}" >&2
 for gguf in "$@"; do
   model=${gguf%.gguf}.model
   [ -f "$model" ] || "$CYB" import "$gguf" -o "$model" >&2
   stem=$(basename "${gguf%.gguf}")
   for r in $(seq 1 "$ROUNDS"); do
-    "$LB" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" -o json 2>/dev/null >"$RAW/$stem.llamacpp.$r.json"
+    # shellcheck disable=SC2086
+    "$LB" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" $LLAMA_ARGS -o json 2>/dev/null >"$RAW/$stem.llamacpp.$r.json"
     "$CYB" bench "$model" --backend cpu --path curated -t "$THREADS" -p "$P" -n "$N" -r "$REPS" \
       --output json >"$RAW/$stem.cyb.$r.json"
   done
