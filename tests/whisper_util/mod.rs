@@ -91,3 +91,36 @@ pub fn write_wav(path: &Path, rate: u32, channels: u16, interleaved: &[f32]) {
     b.extend(data);
     std::fs::write(path, b).unwrap();
 }
+
+/// The faster-whisper fixture `faster_whisper_<name>.json`.
+pub fn reference(name: &str) -> serde_json::Value {
+    let p = fixture(&format!("faster_whisper_{name}.json"));
+    serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()
+}
+
+/// Normalized text equal to faster-whisper's and every segment within 0.5 s of its times.
+pub fn assert_matches_reference(t: &cyb_llm::transcribe::Transcript, name: &str) {
+    let r = reference(name);
+    let want = normalize(r["text"].as_str().unwrap());
+    assert_eq!(normalize(&t.text()), want, "text of {name}");
+    let segs = r["segments"].as_array().unwrap();
+    assert_eq!(
+        t.segments.len(),
+        segs.len(),
+        "segment count of {name}: {:#?}",
+        t.segments
+    );
+    for (got, want) in t.segments.iter().zip(segs) {
+        let (ws, we) = (
+            want["start"].as_f64().unwrap(),
+            want["end"].as_f64().unwrap(),
+        );
+        assert!(
+            (got.start - ws).abs() <= 0.5 && (got.end - we).abs() <= 0.5,
+            "{name}: segment {:?} [{}, {}] vs faster-whisper [{ws}, {we}]",
+            got.text,
+            got.start,
+            got.end
+        );
+    }
+}

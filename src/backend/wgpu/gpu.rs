@@ -714,7 +714,11 @@ impl Gpu {
                 return Ok(w.clone());
             }
         }
-        let w = if as_f32 || matches!(t.storage(), Storage::State(_) | Storage::I32(_)) {
+        let w = if as_f32
+            || matches!(
+                t.storage(),
+                Storage::State(_) | Storage::I32(_) | Storage::F32(_)
+            ) {
             let v = t.read_f32("wgpu weight upload")?;
             self.upload_rows(bytemuck::cast_slice(&v), row_values * 4)?
         } else {
