@@ -458,7 +458,13 @@ impl GraphSession {
 
     /// Runs the graph on `inputs` (one tensor per input declaration) for `s`
     /// new tokens and returns its outputs; the KV cache advances by `s`.
+    /// The whole run happens on the cpu worker pool ([`Dispatcher::install`]).
     pub fn run(&mut self, inputs: &[Tensor], s: usize) -> Result<Vec<Tensor>, ExecutionError> {
+        let m = self.model.clone();
+        m.dispatcher.install(|| self.run_on_pool(inputs, s))
+    }
+
+    fn run_on_pool(&mut self, inputs: &[Tensor], s: usize) -> Result<Vec<Tensor>, ExecutionError> {
         let m = self.model.clone();
         let g = &m.graph;
         if inputs.len() != g.inputs.len() {

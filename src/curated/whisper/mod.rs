@@ -319,7 +319,16 @@ impl Whisper {
 
     /// Runs the encoder on one window `mel` `[n_mels, frames]` (row-major; frames
     /// = 2 x n_audio_ctx) and projects the cross-attention K/V of every decoder layer.
+    /// The whole encoder runs on the cpu worker pool ([`Dispatcher::install`]).
     pub fn encode(
+        &self,
+        mel: &[f32],
+        ctx: &mut ExecContext,
+    ) -> Result<EncoderOutput, ExecutionError> {
+        self.dispatcher.install(|| self.encode_on_pool(mel, ctx))
+    }
+
+    fn encode_on_pool(
         &self,
         mel: &[f32],
         ctx: &mut ExecContext,
@@ -405,7 +414,20 @@ impl Whisper {
 
     /// Feeds `tokens` at positions `cache.len()..` and returns the logits of the
     /// rows `want` (indices into `tokens`), each `n_vocab` long.
+    /// The whole step runs on the cpu worker pool ([`Dispatcher::install`]).
     pub fn decode_step(
+        &self,
+        enc: &EncoderOutput,
+        cache: &mut KvCache,
+        tokens: &[u32],
+        want: &[usize],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError> {
+        self.dispatcher
+            .install(|| self.decode_step_on_pool(enc, cache, tokens, want, ctx))
+    }
+
+    fn decode_step_on_pool(
         &self,
         enc: &EncoderOutput,
         cache: &mut KvCache,
