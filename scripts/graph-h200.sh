@@ -58,10 +58,7 @@ stash)
   ls -la $W
   ;;
 device)
-  for f in .gl/*.deb; do dpkg -x "$f" /; done
-  ldconfig
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  . scripts/h200-vulkan-env.sh
   cp .devbin/graph2/* $W/
   cd $W
   cat smollm2.gguf.part-* >smollm2.gguf

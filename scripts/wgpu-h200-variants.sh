@@ -4,9 +4,7 @@
 # CYB_WGPU_SHADERS; every variant decodes the Llama-3-8B-shaped Q4_0 model
 # (tg128, 2 repetitions) and runs a 32-token profile.
 # Carry: .gl .wgbin .wgvar (see scripts/wgpu-h200.sh for .wgbin).
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+. scripts/h200-vulkan-env.sh
 M=/tmp/cyb; mkdir -p $M
 B=$PWD/.wgbin/cyb-llm
 export PYTHONPATH=$PWD/.wgbin/py

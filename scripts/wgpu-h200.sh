@@ -18,9 +18,7 @@
 # smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
 phase=${1:?bench or smol}
-for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+. scripts/h200-vulkan-env.sh
 M=/tmp/cyb; mkdir -p $M
 B=$M/cyb-llm
 say() { echo "=== $*"; }
