@@ -6,12 +6,18 @@
 # wall time per file and real-time factor (wall / audio duration), best of N runs.
 #
 #   scripts/bench-whisper.sh [RUNS]      (default 3)
+#   NO_FALLBACK=1 scripts/bench-whisper.sh   (temperature fallback off in all three:
+#       --no-fallback, whisper-cli -nf, faster-whisper temperature=0 — the same greedy
+#       decode everywhere, since the tools' fallback rules differ)
 # Needs: scripts/fetch-models.sh whisper; release build; whisper.cpp built at
 # .cache/whispercpp/build (cmake -S whisper.cpp -B build -G Ninja -DCMAKE_BUILD_TYPE=Release;
 # cmake --build build --target whisper-cli whisper-bench); faster-whisper in .cache/venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${1:-3}
+NO_FALLBACK=${NO_FALLBACK:-0}
+OURS_NF=(); CLI_NF=(); FW_TEMP="(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)"
+if [ "$NO_FALLBACK" = 1 ]; then OURS_NF=(--no-fallback); CLI_NF=(-nf); FW_TEMP="0.0"; fi
 W=${CYB_MODELS_DIR:-.cache/models}/whisper
 PY=${PYTHON:-.cache/venv/bin/python}
 CLI=.cache/whispercpp/build/bin/whisper-cli
@@ -38,7 +44,8 @@ best = 1e9
 for _ in range(int(sys.argv[3])):
     t0 = time.perf_counter()
     m = WhisperModel(sys.argv[1], device="cpu", compute_type="float32", cpu_threads=2)
-    segs, _ = m.transcribe(sys.argv[2], beam_size=1, best_of=1, vad_filter=False)
+    segs, _ = m.transcribe(sys.argv[2], beam_size=1, best_of=1, vad_filter=False,
+                           temperature=eval(sys.argv[4]))
     "".join(s.text for s in segs)
     best = min(best, time.perf_counter() - t0)
 print("%.2f" % best)'
@@ -47,9 +54,9 @@ echo "| audio | duration s | cyb-llm s (RTF) | whisper.cpp s (RTF) | faster-whis
 echo "|---|---|---|---|---|"
 for f in jfk.wav long_2min.wav; do
   dur=$("$PY" -c "import wave,sys; w=wave.open(sys.argv[1]); print(w.getnframes()/w.getframerate())" "$W/$f")
-  a=$(best target/release/cyb-llm transcribe "$MODEL" "$W/$f" --backend cpu -t 2)
-  b=$(best "$CLI" -m "$GGML" -f "$W/$f" -t 2 -bs 1 -bo 1 -np)
-  c=$("$PY" -c "$FW" "$W/tiny.en-ct2" "$W/$f" "$RUNS" 2>/dev/null)
+  a=$(best target/release/cyb-llm transcribe "$MODEL" "$W/$f" --backend cpu -t 2 "${OURS_NF[@]}")
+  b=$(best "$CLI" -m "$GGML" -f "$W/$f" -t 2 -bs 1 -bo 1 -np "${CLI_NF[@]}")
+  c=$("$PY" -c "$FW" "$W/tiny.en-ct2" "$W/$f" "$RUNS" "$FW_TEMP" 2>/dev/null)
   rtf() { printf "%.3f" "$(echo "$1 / $dur" | bc -l)"; }
   echo "| $f | $dur | $a ($(rtf "$a")) | $b ($(rtf "$b")) | $c ($(rtf "$c")) |"
 done
