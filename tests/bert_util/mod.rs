@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../scratch/mod.rs"]
+mod scratch;
+
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
 use cyb_llm::curated::bert::Hidden;
 use cyb_llm::encode::Encoder;
@@ -54,12 +57,19 @@ pub fn import_to(src: &Path, name: &str) -> (tempfile::TempDir, PathBuf) {
     (dir, out)
 }
 
+/// Imports the Hugging Face folder `src` as `name` into this test binary's scratch folder.
+fn import_to_scratch(src: &Path, name: &str) -> PathBuf {
+    let out = scratch::scratch_dir().join(name);
+    import(src, &out, &ImportOptions::default())
+        .unwrap_or_else(|e| panic!("import of {} failed: {e}", src.display()));
+    out
+}
+
 /// The MiniLM `.model`, imported once per test binary.
 pub fn minilm_model() -> PathBuf {
-    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
-        .get_or_init(|| import_to(&minilm_folder(), "minilm.model"))
-        .1
+        .get_or_init(|| import_to_scratch(&minilm_folder(), "minilm.model"))
         .clone()
 }
 
@@ -67,7 +77,7 @@ pub fn minilm_model() -> PathBuf {
 /// weights and tokenizer, the fixture's config.json and seeded random
 /// classifier head; imported once per test binary.
 pub fn classifier_model() -> PathBuf {
-    static MODEL: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL
         .get_or_init(|| {
             let src = minilm_folder();
@@ -93,11 +103,8 @@ pub fn classifier_model() -> PathBuf {
                 base.tensors().into_iter().chain(head.tensors()).collect();
             safetensors::serialize_to_file(all, &None, &folder.path().join("model.safetensors"))
                 .unwrap();
-            let (dir, out) = import_to(folder.path(), "classifier.model");
-            drop(folder);
-            (dir, out)
+            import_to_scratch(folder.path(), "classifier.model")
         })
-        .1
         .clone()
 }
 

@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+#[path = "../scratch/mod.rs"]
+mod scratch;
+
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::generate::{LoadOptions, TextModel};
 use cyb_llm::import::{import, ImportOptions};
@@ -37,13 +40,8 @@ pub fn gguf(name: &str) -> PathBuf {
     p
 }
 
-struct Imported {
-    _dir: tempfile::TempDir,
-    path: PathBuf,
-}
-
-/// Models imported so far by this test binary, by name.
-type ImportedModels = Mutex<Vec<(String, Arc<Imported>)>>;
+/// Models imported so far by this test binary: name and `.model` path.
+type ImportedModels = Mutex<Vec<(String, PathBuf)>>;
 
 static IMPORTED: OnceLock<ImportedModels> = OnceLock::new();
 
@@ -51,19 +49,12 @@ static IMPORTED: OnceLock<ImportedModels> = OnceLock::new();
 pub fn model_path(name: &str) -> PathBuf {
     let all = IMPORTED.get_or_init(|| Mutex::new(Vec::new()));
     let mut all = all.lock().unwrap();
-    if let Some((_, m)) = all.iter().find(|(n, _)| n == name) {
-        return m.path.clone();
+    if let Some((_, p)) = all.iter().find(|(n, _)| n == name) {
+        return p.clone();
     }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join(format!("{name}.model"));
+    let path = scratch::scratch_dir().join(format!("{name}.model"));
     import(&gguf(name), &path, &ImportOptions::default()).unwrap();
-    all.push((
-        name.to_string(),
-        Arc::new(Imported {
-            _dir: dir,
-            path: path.clone(),
-        }),
-    ));
+    all.push((name.to_string(), path.clone()));
     path
 }
 

@@ -3,6 +3,9 @@
 //! imported once per test binary, and text normalization for comparisons.
 #![allow(dead_code)]
 
+#[path = "../scratch/mod.rs"]
+mod scratch;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -31,9 +34,7 @@ pub fn fixture(name: &str) -> PathBuf {
 pub fn tiny_en_model() -> &'static Path {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cyb-whisper-test-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("tiny.en.model");
+        let out = scratch::scratch_dir().join("tiny.en.model");
         cyb_llm::import::import(
             &whisper_dir().join("tiny.en-ct2"),
             &out,
