@@ -158,11 +158,13 @@ impl Runner for Curated {
     }
 
     fn forward(&mut self, ids: &[u32]) -> Result<(), ExecutionError> {
-        // The whole forward on the cpu pool, as the generator runs it.
-        let (llama, dispatcher) = (&self.llama, &self.dispatcher);
-        let (ctx, cache) = (&mut self.ctx, &mut self.cache);
-        let logits =
-            dispatcher.install(|| llama.forward(dispatcher, ctx, cache, ids, LogitRows::Last))?;
+        let logits = self.llama.forward(
+            &self.dispatcher,
+            &mut self.ctx,
+            &mut self.cache,
+            ids,
+            LogitRows::Last,
+        )?;
         // Wait for the result like llama-bench's synchronize (a GPU backend
         // finishes its queue here).
         self.dispatcher.primary().try_download_f32(&logits)?;

@@ -145,9 +145,7 @@ fn compare(a: &GraphArgs, model: cyb_llm::Model) -> CmdResult {
             let mut cache = llama.new_cache(&d)?;
             let mut ctx = ExecContext::new(threads);
             let run = greedy(a.max_tokens, &ids, |t| {
-                // On the cpu pool, as the generator and the graph session run.
-                let l =
-                    d.install(|| llama.forward(&d, &mut ctx, &mut cache, t, LogitRows::Last))?;
+                let l = llama.forward(&d, &mut ctx, &mut cache, t, LogitRows::Last)?;
                 d.primary().try_download_f32(&l)
             })?;
             fastest(&mut curated, run);

@@ -228,9 +228,7 @@ impl Encoder {
         if let Some(session) = self.graph.as_mut() {
             return crate::graph::bert::encode(session, &batch);
         }
-        // The whole forward on the cpu worker pool.
-        let (bert, dispatcher, ctx) = (&self.bert, &self.dispatcher, &mut self.ctx);
-        dispatcher.install(|| bert.encode(dispatcher, ctx, &batch))
+        self.bert.encode(&self.dispatcher, &mut self.ctx, &batch)
     }
 
     /// The contract's `model.classify(tokens)`: logits and scores of one batch.

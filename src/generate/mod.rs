@@ -398,12 +398,9 @@ impl State {
         ids: &[u32],
         rows: LogitRows,
     ) -> Result<Tensor, ExecutionError> {
-        // On the cpu pool: the ops' parallel loops then start from a worker
-        // instead of handing every op over to the pool.
-        let (ctx, cache) = (&mut self.ctx, &mut self.cache);
         let logits = m
-            .dispatcher
-            .install(|| m.llama.forward(&m.dispatcher, ctx, cache, ids, rows))?;
+            .llama
+            .forward(&m.dispatcher, &mut self.ctx, &mut self.cache, ids, rows)?;
         self.history.extend_from_slice(ids);
         Ok(logits)
     }

@@ -381,7 +381,17 @@ impl Bert {
 
     /// The encoder: `[batch, longest, hidden]` on the dispatcher's backends,
     /// and the sequence lengths.
+    /// On the cpu worker pool ([`Dispatcher::install`]), as every family's forward.
     fn forward(
+        &self,
+        dispatcher: &Dispatcher,
+        ctx: &mut ExecContext,
+        batch: &[&[u32]],
+    ) -> Result<(Tensor, Vec<usize>), ExecutionError> {
+        dispatcher.install(|| self.forward_on_pool(dispatcher, ctx, batch))
+    }
+
+    fn forward_on_pool(
         &self,
         dispatcher: &Dispatcher,
         ctx: &mut ExecContext,

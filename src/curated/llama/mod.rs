@@ -215,7 +215,22 @@ impl Llama {
     /// Runs `ids` (at positions `cache.len()..`) through the model, appends
     /// their keys and values to `cache`, and returns the logits of `rows`.
     /// Appending past the cache is `ContextOverflow` (nothing is run).
+    ///
+    /// The whole forward runs on the cpu worker pool ([`Dispatcher::install`]):
+    /// the ops' parallel loops then start from a worker instead of handing
+    /// every op over to the pool.
     pub fn forward(
+        &self,
+        dispatcher: &Dispatcher,
+        ctx: &mut ExecContext,
+        cache: &mut KvCache,
+        ids: &[u32],
+        rows: LogitRows,
+    ) -> Result<Tensor, ExecutionError> {
+        dispatcher.install(|| self.forward_on_pool(dispatcher, ctx, cache, ids, rows))
+    }
+
+    fn forward_on_pool(
         &self,
         dispatcher: &Dispatcher,
         ctx: &mut ExecContext,
