@@ -4,9 +4,12 @@
 //! handed out during forward N goes back to the allocator when the last
 //! [`Tensor`](super::Tensor) using it drops, and becomes reusable at the next
 //! [`FrameAllocator::reset`] (the start of forward N+1). The pool grows until
-//! it covers one forward's allocations and then stays flat.
+//! it covers one forward's allocations and then stays flat. Buckets that the
+//! last forward did not use are freed at reset, so that forwards of changing
+//! shapes (encoder batches padded to each batch's longest text, prefill then
+//! decode) hold one forward's worth of buffers instead of every shape's.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
 
@@ -85,6 +88,8 @@ impl FrameBuf {
 pub struct FrameAllocator {
     pool: HashMap<(u64, BufferUsage), Vec<Vec<f32>>>,
     returned: Arc<Returned>,
+    /// Buckets handed out since the last reset.
+    used: HashSet<(u64, BufferUsage)>,
     total_bytes: u64,
     total_buffers: usize,
 }
@@ -101,6 +106,7 @@ impl FrameAllocator {
         FrameAllocator {
             pool: HashMap::new(),
             returned: Arc::new(Mutex::new(Vec::new())),
+            used: HashSet::new(),
             total_bytes: 0,
             total_buffers: 0,
         }
@@ -110,6 +116,7 @@ impl FrameAllocator {
     /// that size is free, else newly allocated. Contents are stale unless `zeroed`.
     pub fn alloc(&mut self, len: usize, usage: BufferUsage, zeroed: bool) -> FrameBuf {
         let key = ((len * 4) as u64, usage);
+        self.used.insert(key);
         let data = match self.pool.get_mut(&key).and_then(Vec::pop) {
             Some(mut d) => {
                 if zeroed {
@@ -131,8 +138,21 @@ impl FrameAllocator {
     }
 
     /// Start of a new forward: every buffer released since the last reset
-    /// becomes reusable.
+    /// becomes reusable, and the free buffers of buckets that the last
+    /// forward did not use are freed.
     pub fn reset(&mut self) {
+        let used = std::mem::take(&mut self.used);
+        let (mut freed_bytes, mut freed_buffers) = (0, 0);
+        self.pool.retain(|key, free| {
+            let keep = used.contains(key);
+            if !keep {
+                freed_bytes += key.0 * free.len() as u64;
+                freed_buffers += free.len();
+            }
+            keep
+        });
+        self.total_bytes -= freed_bytes;
+        self.total_buffers -= freed_buffers;
         let released = std::mem::take(
             &mut *self
                 .returned
@@ -147,12 +167,12 @@ impl FrameAllocator {
         }
     }
 
-    /// Bytes of every buffer this allocator has created (free or in use).
+    /// Bytes of every buffer this allocator has created and not freed (free or in use).
     pub fn pool_bytes(&self) -> u64 {
         self.total_bytes
     }
 
-    /// Number of buffers this allocator has created (free or in use).
+    /// Number of buffers this allocator has created and not freed (free or in use).
     pub fn pool_buffers(&self) -> usize {
         self.total_buffers
     }
@@ -180,5 +200,29 @@ mod tests {
         let _g = a.alloc(11, BufferUsage::Storage, true);
         assert_eq!(a.pool_buffers(), 4);
         assert_eq!(a.pool_bytes(), 3 * 40 + 44);
+    }
+
+    #[test]
+    fn buckets_the_last_forward_did_not_use_are_freed() {
+        let mut a = FrameAllocator::new();
+        // Forwards of changing shapes (length 10, 20, ..., 100): the pool
+        // holds at most the last two forwards' buffers, not all ten shapes'.
+        for step in 1..=10 {
+            a.reset();
+            drop(a.alloc(10 * step, BufferUsage::Storage, false).finish());
+            drop(a.alloc(1000 * step, BufferUsage::Storage, false).finish());
+            assert!(
+                a.pool_buffers() <= 4,
+                "step {step}: {} buffers",
+                a.pool_buffers()
+            );
+        }
+        assert_eq!(a.pool_bytes(), 4 * (90 + 9000 + 100 + 10_000));
+        // A steady shape keeps its buffers.
+        for _ in 0..3 {
+            a.reset();
+            drop(a.alloc(100, BufferUsage::Storage, false).finish());
+        }
+        assert_eq!(a.pool_buffers(), 1);
     }
 }
