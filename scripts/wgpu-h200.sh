@@ -17,6 +17,15 @@
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
 # smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
+#
+# llama.cpp's Vulkan backend on the same GGUFs, in the same calls (issue 5):
+# scripts/build-llamacpp-vulkan.sh makes .devbin/llvk/llama-bench-vulkan.xz;
+# add ".devbin/llvk" to the bench call's carry (the binary is unpacked to
+# /tmp/cyb and kept there for the smol call). Each phase then runs
+# `llama-bench -p 512 -n 128 -ngl 99 -r 3` on its GGUF after `cyb-llm bench`;
+# without the binary it says so and the rest runs as before. The bench call
+# is near the 64 MiB carry limit: `gzip -9 .wgbin/cyb-llm` makes room (the
+# .gz, used when .wgbin/cyb-llm is absent, is unpacked here).
 phase=${1:?bench or smol}
 . scripts/h200-vulkan-env.sh
 M=/tmp/cyb; mkdir -p $M
@@ -26,6 +35,20 @@ greedy() { # model backend
   $B run "$1" -p "The capital of France is" -n 16 --temp 0 --no-chat --backend "$2" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
 }
+LLVK=$M/llama-bench-vulkan
+if [ -f .devbin/llvk/llama-bench-vulkan.xz ]; then
+  python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+    .devbin/llvk/llama-bench-vulkan.xz $LLVK
+  chmod +x $LLVK
+fi
+llvk() { # gguf label: llama.cpp's Vulkan backend on the same GGUF
+  if [ -x $LLVK ]; then
+    say "$2 llama.cpp-Vulkan bench (llama-bench from scripts/build-llamacpp-vulkan.sh)"
+    $LLVK -m "$1" -p 512 -n 128 -ngl 99 -r 3
+  else
+    say "$2 llama.cpp-Vulkan bench skipped: .devbin/llvk/llama-bench-vulkan.xz not carried"
+  fi
+}
 parity() { # model label: wgpu (twice) against the reference backend (the arbiter)
   local c r w w2
   c=$(greedy "$1" cpu); r=$(greedy "$1" reference); w=$(greedy "$1" wgpu); w2=$(greedy "$1" wgpu)
@@ -34,7 +57,8 @@ parity() { # model label: wgpu (twice) against the reference backend (the arbite
 }
 case $phase in
 bench)
-  cp .xfer1/* .wgbin/cyb-llm $M/
+  cp .xfer1/* $M/
+  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $M/; else gunzip -c .wgbin/cyb-llm.gz >$B && chmod +x $B; fi
   nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
   $B backends
   export PYTHONPATH=$PWD/.wgbin/py
@@ -43,7 +67,6 @@ bench)
   parity $M/tiny.model tiny
   time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
   time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
-  rm -f $M/l8b.gguf
   say "8b profile (run -n 64, CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null
@@ -51,6 +74,8 @@ bench)
   $B run $M/l8b.model -p "The capital of France is" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+  rm -f $M/l8b.gguf
   ;;
 smol)
   [ -s $M/smol.gguf ] || cat $M/smol.xz.a .xfer2/smol.xz.b | python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)' > $M/smol.gguf
@@ -61,6 +86,7 @@ smol)
   CYB_WGPU_PROFILE=1 $B run $M/smol.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "smollm2 bench"
   $B bench $M/smol.model --backend wgpu,cpu -p 512 -n 128 -r 3
+  llvk $M/smol.gguf smollm2
   say "8b bench again"
   [ -f $M/l8b.model ] && $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   ;;
