@@ -34,6 +34,11 @@ MODELS = os.environ.get("CYB_MODELS_DIR", os.path.join(ROOT, ".cache/models"))
 BIN = os.path.join(ROOT, ".cache/llama.cpp-build/cmake/bin")
 OUT = os.path.join(ROOT, "tests/fixtures/llm")
 TOP_K = 16
+# llama.cpp with the KV cache in f32 and without flash attention (llama-completion's
+# `-ctk f32 -ctv f32 -fa off`), as cyb-llm keeps it: its default f16 cache and f16 value
+# accumulation alone move logits by the 8-bit activation noise and split greedy paths at
+# near-ties that its own f32 configuration does not.
+LLAMACPP_KV_FLAGS = ("-kv", "f32", "-fa", "off")
 N_PREDICT = 32
 
 SPECS = {
@@ -133,7 +138,7 @@ def llamacpp(name, tok, model, path):
                 # llama.cpp adds BOS itself (add_bos), as the runtime does: not twice.
                 prompt = prompt[len(tok.bos_token):]
             run = subprocess.run(
-                [os.path.join(BIN, "llamacpp-greedy"), "-m", path, "-n", str(N_PREDICT), "-t", "2"],
+                [os.path.join(BIN, "llamacpp-greedy"), "-m", path, "-n", str(N_PREDICT), "-t", "2", *LLAMACPP_KV_FLAGS],
                 input=prompt.encode(),
                 capture_output=True,
                 check=True,
@@ -143,6 +148,7 @@ def llamacpp(name, tok, model, path):
                 [
                     os.path.join(BIN, "llama-completion"), "-m", path, "-p", prompt, "-n", str(N_PREDICT),
                     "--temp", "0", "-no-cnv", "-t", "2", "-c", "512", "--no-warmup", "--no-display-prompt",
+                    "-ctk", "f32", "-ctv", "f32", "-fa", "off",
                 ],
                 capture_output=True,
                 check=True,
@@ -157,7 +163,8 @@ def llamacpp(name, tok, model, path):
             cases.append({"prompt": prompt, "mode": mode, **ref, "text": text})
             print(f"  {mode:4} {user!r} -> {text!r}", file=sys.stderr)
     return {
-        "source": "llama.cpp from llama-cpp-python 0.3.36 (vendor/llama.cpp), CPU, GGML_NATIVE=ON; "
+        "source": "llama.cpp from llama-cpp-python 0.3.36 (vendor/llama.cpp), CPU, GGML_NATIVE=ON, "
+        "KV cache f32, flash attention off; "
         "ids from scripts/llamacpp_greedy.cpp, text checked against llama-completion --temp 0; "
         "hf_top2 from transformers in float32 on the same tokens",
         "n_predict": N_PREDICT,

@@ -4,20 +4,22 @@
 //! the llama-cpp-python 0.3.36 sdist). The prompt ids are llama.cpp's; our
 //! tokenizer must give the same ids for the same text.
 //!
-//! Our greedy tokens must equal llama.cpp's. Both engines quantize activations
-//! to 8 bits inside every quantized matmul (as ggml does), which makes the
-//! logits a discontinuous function of the arithmetic: any rounding difference
-//! (llama.cpp's f16 KV cache and f16 block scales, summation order) moves them
-//! by about the quantization noise (1-4% of the row's max |logit|, measured
-//! against transformers' f32 logits for both engines), so greedy paths split
-//! where two candidates are close. Where our tokens first differ from
-//! llama.cpp's at step `s`:
+//! Our greedy tokens must equal llama.cpp's. The fixture's llama.cpp keeps its
+//! KV cache in f32 without flash attention (`-ctk f32 -ctv f32 -fa off`), as we
+//! do; both engines quantize activations to 8 bits inside every quantized
+//! matmul with ggml's block formats (f16 scales), so on the qwen2 test model
+//! the logits agree to the printed digits. On the real models any rounding
+//! difference (summation order, llama.cpp's f16 GELU table) flips some 8-bit
+//! roundings, and the model amplifies them: the logits move by about the
+//! quantization noise (1-4% of the row's max |logit|; our own AVX2 and portable
+//! kernels differ by as much), so greedy paths split where two candidates are
+//! close. Where our tokens first differ from llama.cpp's at step `s`, the split
+//! must be
 //!
-//! - the split must be at a near-tie (top-1 minus top-2 < 0.1) of our logits or
-//!   of llama.cpp's; from token 16 on (the rule) of ours, or of
-//!   llama.cpp's where transformers' f32 logits (the model's exact definition,
+//! - at a near-tie (top-1 minus top-2 < 0.1) of our logits or of llama.cpp's,
+//!   or where transformers' f32 logits (the model's exact definition,
 //!   `hf_top2` in the fixture) pick our token;
-//! - where our own gap is not a near-tie, the f32 model must not side with
+//! - and where our own gap is not a near-tie, the f32 model must not side with
 //!   llama.cpp (its top-1 being llama.cpp's token by 0.1 or more): we may not be
 //!   confidently wrong where llama.cpp is right.
 //!
@@ -127,14 +129,10 @@ fn check(model: &str) {
             let hf = hf_top2.get(same).copied();
             let hf_ours = hf.is_some_and(|(id, _)| Some(id) == our_token);
             let hf_theirs = hf.is_some_and(|(id, g)| Some(id) == their_token && g >= NEAR_TIE);
-            let tie = if same < MUST_MATCH {
-                mine < NEAR_TIE || theirs < NEAR_TIE
-            } else {
-                mine < NEAR_TIE || (theirs < NEAR_TIE && hf_ours)
-            };
+            let tie = mine < NEAR_TIE || theirs < NEAR_TIE || hf_ours;
             if !tie {
                 failures.push(format!(
-                    "{mode} {prompt:?}: diverged at token {same}, not at a near-tie (our gap {mine}, llama.cpp's {theirs}, f32 top-2 {hf:?})"
+                    "{mode} {prompt:?}: diverged at token {same}, not at a near-tie and not to the f32 model's token (our gap {mine}, llama.cpp's {theirs}, f32 top-2 {hf:?})"
                 ));
             } else if mine >= NEAR_TIE && hf_theirs {
                 failures.push(format!(

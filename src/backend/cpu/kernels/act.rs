@@ -1,15 +1,22 @@
 //! Activation rows quantized to 8 bits per value, the second operand of the integer kernels.
 
+use half::f16;
 use rayon::prelude::*;
 
 /// 32 activations as `d * qs[i]`, with `sum = sum(qs)` for the encodings with an offset.
+/// The scales are kept at the precision of ggml's `block_q8_0` / `block_q8_1` (f16), so that
+/// the integer kernels compute exactly the products llama.cpp's do and greedy decoding
+/// follows the same path at near-ties.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
 pub struct Q8Block {
-    /// Scale.
+    /// Scale, rounded to f16 precision.
     pub d: f32,
     /// Sum of `qs`.
     pub sum: i32,
+    /// `d * sum` (with `d` before rounding), rounded to f16 precision: the offset factor of
+    /// q4_1 / q5_1 rows.
+    pub s: f32,
     /// Values in -127..=127.
     pub qs: [i8; 32],
 }
@@ -59,12 +66,15 @@ pub fn quantize_q8(x: &[f32], k: usize, m: usize) -> Vec<Q8Block> {
     let zero = Q8Block {
         d: 0.0,
         sum: 0,
+        s: 0.0,
         qs: [0; 32],
     };
     let mut out = vec![zero; m * k / 32];
     let fill = |(b, xs): (&mut Q8Block, &[f32])| {
-        b.d = quantize_run(xs, &mut b.qs);
+        let d = quantize_run(xs, &mut b.qs);
         b.sum = b.qs.iter().map(|&q| q as i32).sum();
+        b.d = f16::from_f32(d).to_f32();
+        b.s = f16::from_f32(d * b.sum as f32).to_f32();
     };
     if m > 1 {
         out.par_iter_mut()

@@ -483,7 +483,7 @@ unsafe fn q4_0_imp(w: &[u8], a: &[Q8Block]) -> f32 {
 unsafe fn offsets32(w: &[u8], a: &[Q8Block], bb: usize) -> f32 {
     let mut s = 0.0f32;
     for (b, q) in w.chunks_exact(bb).zip(a) {
-        s += f16_at(b.as_ptr().add(2)) * q.d * q.sum as f32;
+        s += f16_at(b.as_ptr().add(2)) * q.s;
     }
     s
 }
@@ -522,7 +522,7 @@ unsafe fn q4_1_rows4_imp(w: &[u8], a: [&[Q8Block]; 4]) -> [f32; 4] {
             let s = dot_u8(nib, load(q.qs.as_ptr() as *const u8));
             let dd = _mm256_set1_ps(d * q.d);
             acc[r] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc[r]);
-            off[r] += m * q.d * q.sum as f32;
+            off[r] += m * q.s;
         }
     }
     let mut out = [0.0f32; 4];
@@ -989,6 +989,9 @@ struct Panel {
     codes: Vec<__m256i>,
     d: Vec<f32>,
     m: Vec<f32>,
+    /// The offset multiplies the activation block's `s` (q4_1, as ggml's `block_q8_1`), not
+    /// the exact `d * sum` (q4_0 / q5_0, whose offset ggml applies to the integer codes).
+    offset_by_s: bool,
 }
 
 /// The output pointer of [`panel_matmul`], shared by its tasks (each writes its own columns).
@@ -1031,6 +1034,7 @@ pub(super) fn panel_matmul(
         codes: vec![unsafe { std::mem::zeroed::<__m256i>() }; nb * 8],
         d: vec![0.0; nb * PANEL],
         m: vec![0.0; nb * PANEL],
+        offset_by_s: dtype == DType::Q4_1,
     };
     (0..panels.div_ceil(per_task))
         .into_par_iter()
@@ -1153,7 +1157,12 @@ unsafe fn panel_rows(
             let isum = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
             let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
             let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
-            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(q.d * q.sum as f32), acc);
+            let offset = if panel.offset_by_s {
+                q.s
+            } else {
+                q.d * q.sum as f32
+            };
+            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
             acc = _mm256_fmadd_ps(
                 _mm256_mul_ps(dv, _mm256_set1_ps(q.d)),
                 _mm256_cvtepi32_ps(isum),

@@ -460,7 +460,7 @@ unsafe fn q4_0_imp<D: Dot>(w: &[u8], a: &[Q8Block]) -> f32 {
 unsafe fn offsets32(w: &[u8], a: &[Q8Block], bb: usize) -> f32 {
     let mut s = 0.0f32;
     for (b, q) in w.chunks_exact(bb).zip(a) {
-        s += f16_at(b.as_ptr().add(2)) * q.d * q.sum as f32;
+        s += f16_at(b.as_ptr().add(2)) * q.s;
     }
     s
 }
@@ -503,7 +503,7 @@ unsafe fn rows4_blocks32<D: Dot>(
         if let Some(o) = min_at {
             let m = f16_at(p.add(o));
             for r in 0..4 {
-                off[r] += m * a[r][i].d * a[r][i].sum as f32;
+                off[r] += m * a[r][i].s;
             }
         }
     }

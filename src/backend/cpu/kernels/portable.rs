@@ -102,7 +102,7 @@ pub fn q4_1(w: &[u8], a: &[Q8Block]) -> f32 {
     let mut acc = 0.0f32;
     for (b, q) in w.chunks_exact(20).zip(a) {
         let s = idot(&nibbles(&b[4..20]), &q.qs);
-        acc += f16(b, 0) * q.d * s as f32 + f16(b, 2) * q.d * q.sum as f32;
+        acc += f16(b, 0) * q.d * s as f32 + f16(b, 2) * q.s;
     }
     acc
 }
@@ -122,7 +122,7 @@ pub fn q5_1(w: &[u8], a: &[Q8Block]) -> f32 {
     let mut acc = 0.0f32;
     for (b, q) in w.chunks_exact(24).zip(a) {
         let s = idot(&fives(&b[4..8], &b[8..24]), &q.qs);
-        acc += f16(b, 0) * q.d * s as f32 + f16(b, 2) * q.d * q.sum as f32;
+        acc += f16(b, 0) * q.d * s as f32 + f16(b, 2) * q.s;
     }
     acc
 }
