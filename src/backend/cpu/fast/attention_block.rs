@@ -41,9 +41,12 @@ pub(super) fn sdpa(
     #[cfg(target_arch = "x86_64")]
     {
         use rayon::prelude::*;
-        let panels = a.kv_len.div_ceil(NR);
-        let kv_pad = panels * NR;
-        // Keys of each kv head as panels [panel][d][NR] (zero padded).
+        // AVX-512 tiles are twice as wide (keys per panel, value columns per tile).
+        let wide = avx512::applies(a);
+        let nr = if wide { avx512::NR } else { NR };
+        let panels = a.kv_len.div_ceil(nr);
+        let kv_pad = panels * nr;
+        // Keys of each kv head as panels [panel][d][nr] (zero padded).
         let mut kt = vec![0.0f32; a.kv_heads * kv_pad * a.d];
         let (kv_heads, d) = (a.kv_heads, a.d);
         pool.install(|| {
@@ -52,9 +55,9 @@ pub(super) fn sdpa(
                 .for_each(|(kh, t)| {
                     for j in 0..a.kv_len {
                         let row = &k[(j * kv_heads + kh) * d..][..d];
-                        let (panel, c) = (j / NR, j % NR);
+                        let (panel, c) = (j / nr, j % nr);
                         for (p, &x) in row.iter().enumerate() {
-                            t[(panel * d + p) * NR + c] = x;
+                            t[(panel * d + p) * nr + c] = x;
                         }
                     }
                 });
@@ -69,9 +72,16 @@ pub(super) fn sdpa(
                             kt: &kt,
                             kv_pad,
                         };
-                        // SAFETY: `applies` checked AVX2+FMA; every pointer the
-                        // kernels form stays inside the buffers sized above.
-                        unsafe { avx2::block(a, blk * QB, q, v, o, bufs) }
+                        // SAFETY: `applies` checked AVX2+FMA (and `avx512::applies`
+                        // AVX-512F); every pointer the kernels form stays inside the
+                        // buffers sized above.
+                        unsafe {
+                            if wide {
+                                block::<avx512::Avx512>(a, blk * QB, q, v, o, bufs)
+                            } else {
+                                block::<avx2::Avx2>(a, blk * QB, q, v, o, bufs)
+                            }
+                        }
                     },
                 );
         });
@@ -92,178 +102,306 @@ struct Bufs<'a> {
     kv_pad: usize,
 }
 
+/// The register tiles of one instruction set: keys per panel and value columns per tile
+/// ([`Tiles::NR`]), the `Q K^T` tile, the row softmax and the `P V` tile.
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
-    use super::{Bufs, SdpaArgs, MR, NR};
-    use std::arch::x86_64::*;
+trait Tiles {
+    /// Keys per packed panel and value columns per tile.
+    const NR: usize;
 
-    /// One block of queries starting at row `i0`, all heads; `o` is its output rows.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn block(
-        a: &SdpaArgs,
-        i0: usize,
-        q: &[f32],
-        v: &[f32],
-        o: &mut [f32],
-        b: Bufs,
-    ) {
-        let (d, dv, kv_pad) = (a.d, a.dv, b.kv_pad);
-        let rows = o.len() / (a.heads * dv);
-        let rows_pad = rows.div_ceil(MR) * MR;
-        let group = a.heads / a.kv_heads;
-        let mut inv = [0.0f32; super::QB];
-        for h in 0..a.heads {
-            let kh = h / group;
-            for r in 0..rows_pad {
-                let dst = &mut b.qp[r * d..][..d];
-                if r < rows {
-                    let src = &q[((i0 + r) * a.heads + h) * d..][..d];
-                    for (x, &y) in dst.iter_mut().zip(src) {
-                        *x = y * a.scale;
-                    }
-                } else {
-                    dst.fill(0.0);
-                }
-            }
-            let kth = &b.kt[kh * kv_pad * d..][..kv_pad * d];
-            for r0 in (0..rows_pad).step_by(MR) {
-                for panel in 0..kv_pad / NR {
-                    qk_tile(
-                        &b.qp[r0 * d..][..MR * d],
-                        d,
-                        &kth[panel * d * NR..][..d * NR],
-                        &mut b.s[r0 * kv_pad + panel * NR..],
-                        kv_pad,
-                    );
-                }
-            }
-            for (r, iv) in inv.iter_mut().enumerate().take(rows) {
-                *iv = softmax_row(&mut b.s[r * kv_pad..][..a.kv_len]);
-            }
-            let vh = &v[kh * dv..];
-            let ldv = a.kv_heads * dv;
-            for r0 in (0..rows_pad).step_by(MR) {
-                for c0 in (0..dv).step_by(NR) {
-                    let acc = pv_tile(&b.s[r0 * kv_pad..], kv_pad, &vh[c0..], ldv, a.kv_len);
-                    for (r, lanes) in acc.iter().enumerate() {
-                        let i = r0 + r;
-                        if i < rows {
-                            let dst = o[(i * a.heads + h) * dv + c0..][..NR].as_mut_ptr();
-                            let w = _mm256_set1_ps(inv[i]);
-                            _mm256_storeu_ps(dst, _mm256_mul_ps(lanes[0], w));
-                            _mm256_storeu_ps(dst.add(8), _mm256_mul_ps(lanes[1], w));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// `s[r, 0..NR] = sum_p qp[r, p] kp[p, 0..NR]` for `MR` rows (row stride `lds`).
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn qk_tile(qp: &[f32], d: usize, kp: &[f32], s: &mut [f32], lds: usize) {
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-        let (qptr, kptr) = (qp.as_ptr(), kp.as_ptr());
-        for p in 0..d {
-            let k0 = _mm256_loadu_ps(kptr.add(p * NR));
-            let k1 = _mm256_loadu_ps(kptr.add(p * NR + 8));
-            for (r, lanes) in acc.iter_mut().enumerate() {
-                let x = _mm256_broadcast_ss(&*qptr.add(r * d + p));
-                lanes[0] = _mm256_fmadd_ps(x, k0, lanes[0]);
-                lanes[1] = _mm256_fmadd_ps(x, k1, lanes[1]);
-            }
-        }
-        for (r, lanes) in acc.iter().enumerate() {
-            let dst = s[r * lds..][..NR].as_mut_ptr();
-            _mm256_storeu_ps(dst, lanes[0]);
-            _mm256_storeu_ps(dst.add(8), lanes[1]);
-        }
-    }
-
-    /// `sum_j p[r, j] v[j, 0..NR]` for `MR` rows of `p` (row stride `ldp`) and
-    /// `n` keys of `v` (row stride `ldv`).
-    #[target_feature(enable = "avx2,fma")]
-    unsafe fn pv_tile(p: &[f32], ldp: usize, v: &[f32], ldv: usize, n: usize) -> [[__m256; 2]; MR] {
-        let mut acc = [[_mm256_setzero_ps(); 2]; MR];
-        assert!(p.len() >= (MR - 1) * ldp + n && v.len() >= (n - 1) * ldv + NR);
-        let (pptr, vptr) = (p.as_ptr(), v.as_ptr());
-        for j in 0..n {
-            let v0 = _mm256_loadu_ps(vptr.add(j * ldv));
-            let v1 = _mm256_loadu_ps(vptr.add(j * ldv + 8));
-            for (r, lanes) in acc.iter_mut().enumerate() {
-                let x = _mm256_broadcast_ss(&*pptr.add(r * ldp + j));
-                lanes[0] = _mm256_fmadd_ps(x, v0, lanes[0]);
-                lanes[1] = _mm256_fmadd_ps(x, v1, lanes[1]);
-            }
-        }
-        acc
-    }
+    /// `s[r, 0..NR] = sum_p qp[r, p] kp[p, 0..NR]` for [`MR`] rows (row stride `lds`).
+    ///
+    /// # Safety
+    /// The CPU has the instruction set.
+    unsafe fn qk_tile(qp: &[f32], d: usize, kp: &[f32], s: &mut [f32], lds: usize);
 
     /// Replaces `x` by `exp(x - max x)` and returns `1 / sum`.
+    ///
+    /// # Safety
+    /// The CPU has the instruction set.
+    unsafe fn softmax_row(x: &mut [f32]) -> f32;
+
+    /// `o[r * ldo + c] = t.scale[r] * sum_j t.p[r, j] t.v[j, c]` for `c < NR` and the rows
+    /// `r` of `t.scale` (at most [`MR`]).
+    ///
+    /// # Safety
+    /// The CPU has the instruction set.
+    unsafe fn pv_tile(t: PvTile, o: &mut [f32], ldo: usize);
+}
+
+/// The inputs of one [`Tiles::pv_tile`].
+#[cfg(target_arch = "x86_64")]
+struct PvTile<'a> {
+    /// Probabilities, row stride `ldp`, [`MR`] rows readable.
+    p: &'a [f32],
+    ldp: usize,
+    /// Values from the tile's first column, row stride `ldv`.
+    v: &'a [f32],
+    ldv: usize,
+    /// Keys summed over.
+    n: usize,
+    /// Per-row output scale (the softmax's `1 / sum`), one per output row.
+    scale: &'a [f32],
+}
+
+/// One block of queries starting at row `i0`, all heads, with the tiles of `T`; `o` is
+/// its output rows.
+///
+/// # Safety
+/// The CPU has `T`'s instruction set.
+#[cfg(target_arch = "x86_64")]
+unsafe fn block<T: Tiles>(a: &SdpaArgs, i0: usize, q: &[f32], v: &[f32], o: &mut [f32], b: Bufs) {
+    let (d, dv, kv_pad) = (a.d, a.dv, b.kv_pad);
+    let rows = o.len() / (a.heads * dv);
+    let rows_pad = rows.div_ceil(MR) * MR;
+    let group = a.heads / a.kv_heads;
+    let mut inv = [0.0f32; QB];
+    for h in 0..a.heads {
+        let kh = h / group;
+        for r in 0..rows_pad {
+            let dst = &mut b.qp[r * d..][..d];
+            if r < rows {
+                let src = &q[((i0 + r) * a.heads + h) * d..][..d];
+                for (x, &y) in dst.iter_mut().zip(src) {
+                    *x = y * a.scale;
+                }
+            } else {
+                dst.fill(0.0);
+            }
+        }
+        let kth = &b.kt[kh * kv_pad * d..][..kv_pad * d];
+        for r0 in (0..rows_pad).step_by(MR) {
+            for panel in 0..kv_pad / T::NR {
+                T::qk_tile(
+                    &b.qp[r0 * d..][..MR * d],
+                    d,
+                    &kth[panel * d * T::NR..][..d * T::NR],
+                    &mut b.s[r0 * kv_pad + panel * T::NR..],
+                    kv_pad,
+                );
+            }
+        }
+        for (r, iv) in inv.iter_mut().enumerate().take(rows) {
+            *iv = T::softmax_row(&mut b.s[r * kv_pad..][..a.kv_len]);
+        }
+        let vh = &v[kh * dv..];
+        let (ldv, ldo) = (a.kv_heads * dv, a.heads * dv);
+        for r0 in (0..rows).step_by(MR) {
+            let scale = &inv[r0..rows.min(r0 + MR)];
+            for c0 in (0..dv).step_by(T::NR) {
+                let t = PvTile {
+                    p: &b.s[r0 * kv_pad..],
+                    ldp: kv_pad,
+                    v: &vh[c0..],
+                    ldv,
+                    n: a.kv_len,
+                    scale,
+                };
+                T::pv_tile(t, &mut o[(r0 * a.heads + h) * dv + c0..], ldo);
+            }
+        }
+    }
+}
+
+/// The [`Tiles`] implementation and the vector `exp` of one instruction set, written once
+/// over the names each module binds: the vector type `V`, its `LANES`, [`Tiles::NR`] = two
+/// vectors, the intrinsics aliased as `setzero`, `loadu`, `storeu`, `set1`, `fmadd`,
+/// `fnmadd`, `mul`, `add`, `sub`, `max`, `min`, `cvt`, `add_epi32`, `set1_epi32`, `cast`,
+/// and the helpers `round`, `shl23`, `hmax`, `hsum`. `$feature` is the `target_feature` list.
+#[cfg(target_arch = "x86_64")]
+macro_rules! tiles {
+    ($feature:literal, $name:ident) => {
+        /// This instruction set's [`Tiles`].
+        pub(super) struct $name;
+
+        impl Tiles for $name {
+            const NR: usize = 2 * LANES;
+
+            #[target_feature(enable = $feature)]
+            unsafe fn qk_tile(qp: &[f32], d: usize, kp: &[f32], s: &mut [f32], lds: usize) {
+                const NR: usize = 2 * LANES;
+                assert!(qp.len() >= MR * d && kp.len() >= d * NR && s.len() >= (MR - 1) * lds + NR);
+                let mut acc = [[setzero(); 2]; MR];
+                let (qptr, kptr) = (qp.as_ptr(), kp.as_ptr());
+                for p in 0..d {
+                    let k0 = loadu(kptr.add(p * NR));
+                    let k1 = loadu(kptr.add(p * NR + LANES));
+                    for (r, lanes) in acc.iter_mut().enumerate() {
+                        let x = set1(*qptr.add(r * d + p));
+                        lanes[0] = fmadd(x, k0, lanes[0]);
+                        lanes[1] = fmadd(x, k1, lanes[1]);
+                    }
+                }
+                for (r, lanes) in acc.iter().enumerate() {
+                    let dst = s[r * lds..][..NR].as_mut_ptr();
+                    storeu(dst, lanes[0]);
+                    storeu(dst.add(LANES), lanes[1]);
+                }
+            }
+
+            #[target_feature(enable = $feature)]
+            unsafe fn softmax_row(x: &mut [f32]) -> f32 {
+                let chunks = x.len() / LANES;
+                let mut mv = set1(f32::NEG_INFINITY);
+                for c in 0..chunks {
+                    mv = max(mv, loadu(x.as_ptr().add(c * LANES)));
+                }
+                let m = x[chunks * LANES..].iter().fold(hmax(mv), |a, &b| a.max(b));
+                let mv = set1(m);
+                let mut sv = setzero();
+                for c in 0..chunks {
+                    let ptr = x.as_mut_ptr().add(c * LANES);
+                    let e = exp(sub(loadu(ptr), mv));
+                    storeu(ptr, e);
+                    sv = add(sv, e);
+                }
+                let mut sum = hsum(sv);
+                for t in &mut x[chunks * LANES..] {
+                    *t = (*t - m).exp();
+                    sum += *t;
+                }
+                1.0 / sum
+            }
+
+            #[target_feature(enable = $feature)]
+            unsafe fn pv_tile(t: PvTile, o: &mut [f32], ldo: usize) {
+                const NR: usize = 2 * LANES;
+                let PvTile {
+                    p,
+                    ldp,
+                    v,
+                    ldv,
+                    n,
+                    scale,
+                } = t;
+                let mut acc = [[setzero(); 2]; MR];
+                assert!(p.len() >= (MR - 1) * ldp + n && v.len() >= (n - 1) * ldv + NR);
+                assert!(scale.len() <= MR && o.len() >= scale.len().saturating_sub(1) * ldo + NR);
+                let (pptr, vptr) = (p.as_ptr(), v.as_ptr());
+                for j in 0..n {
+                    let v0 = loadu(vptr.add(j * ldv));
+                    let v1 = loadu(vptr.add(j * ldv + LANES));
+                    for (r, lanes) in acc.iter_mut().enumerate() {
+                        let x = set1(*pptr.add(r * ldp + j));
+                        lanes[0] = fmadd(x, v0, lanes[0]);
+                        lanes[1] = fmadd(x, v1, lanes[1]);
+                    }
+                }
+                for (r, (lanes, &w)) in acc.iter().zip(scale).enumerate() {
+                    let dst = o[r * ldo..][..NR].as_mut_ptr();
+                    let w = set1(w);
+                    storeu(dst, mul(lanes[0], w));
+                    storeu(dst.add(LANES), mul(lanes[1], w));
+                }
+            }
+        }
+
+        /// `exp(x)` to about 2 ulp (Cephes' range reduction and polynomial);
+        /// inputs below -87.3 give about 1e-38, not 0.
+        #[target_feature(enable = $feature)]
+        pub(super) unsafe fn exp(x: V) -> V {
+            let x = min(max(x, set1(-87.336_55)), set1(88.376_26));
+            let n = round(mul(x, set1(std::f32::consts::LOG2_E)));
+            let r = fnmadd(n, set1(0.693_359_4), x);
+            let r = fnmadd(n, set1(-2.121_944_4e-4), r);
+            let mut p = set1(1.987_569_1e-4);
+            for c in [
+                1.398_199_9e-3,
+                8.333_452e-3,
+                4.166_579_6e-2,
+                0.166_666_65,
+                0.5,
+            ] {
+                p = fmadd(p, r, set1(c));
+            }
+            let y = add(fmadd(p, mul(r, r), r), set1(1.0));
+            let e = shl23(add_epi32(cvt(n), set1_epi32(127)));
+            mul(y, cast(e))
+        }
+    };
+}
+
+/// AVX2 + FMA tiles: 16 keys (value columns) per tile in two 8-lane vectors.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::{PvTile, Tiles, MR};
+    use std::arch::x86_64::{
+        __m256 as V, __m256i, _mm256_add_epi32 as add_epi32, _mm256_add_ps as add,
+        _mm256_castsi256_ps as cast, _mm256_cvtps_epi32 as cvt, _mm256_fmadd_ps as fmadd,
+        _mm256_fnmadd_ps as fnmadd, _mm256_loadu_ps as loadu, _mm256_max_ps as max,
+        _mm256_min_ps as min, _mm256_mul_ps as mul, _mm256_round_ps,
+        _mm256_set1_epi32 as set1_epi32, _mm256_set1_ps as set1, _mm256_setzero_ps as setzero,
+        _mm256_slli_epi32, _mm256_storeu_ps as storeu, _mm256_sub_ps as sub, _MM_FROUND_NO_EXC,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+
+    const LANES: usize = 8;
+
     #[target_feature(enable = "avx2,fma")]
-    unsafe fn softmax_row(x: &mut [f32]) -> f32 {
-        let chunks = x.len() / 8;
-        let mut m8 = _mm256_set1_ps(f32::NEG_INFINITY);
-        for c in 0..chunks {
-            m8 = _mm256_max_ps(m8, _mm256_loadu_ps(x.as_ptr().add(c * 8)));
-        }
-        let mut lanes = [0.0f32; 8];
-        _mm256_storeu_ps(lanes.as_mut_ptr(), m8);
-        let m = lanes
-            .iter()
-            .chain(&x[chunks * 8..])
-            .fold(f32::NEG_INFINITY, |a, &b| a.max(b));
-        let mv = _mm256_set1_ps(m);
-        let mut s8 = _mm256_setzero_ps();
-        for c in 0..chunks {
-            let ptr = x.as_mut_ptr().add(c * 8);
-            let e = exp(_mm256_sub_ps(_mm256_loadu_ps(ptr), mv));
-            _mm256_storeu_ps(ptr, e);
-            s8 = _mm256_add_ps(s8, e);
-        }
-        _mm256_storeu_ps(lanes.as_mut_ptr(), s8);
-        let mut sum: f32 = lanes.iter().sum();
-        for t in &mut x[chunks * 8..] {
-            *t = (*t - m).exp();
-            sum += *t;
-        }
-        1.0 / sum
+    fn round(x: V) -> V {
+        _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)
     }
 
-    /// `exp(x)` to about 2 ulp (Cephes' range reduction and polynomial);
-    /// inputs below -87.3 give about 1e-38, not 0.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn exp(x: __m256) -> __m256 {
-        let x = _mm256_min_ps(
-            _mm256_max_ps(x, _mm256_set1_ps(-87.336_55)),
-            _mm256_set1_ps(88.376_26),
-        );
-        let n = _mm256_round_ps(
-            _mm256_mul_ps(x, _mm256_set1_ps(std::f32::consts::LOG2_E)),
-            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
-        );
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), x);
-        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-        let mut p = _mm256_set1_ps(1.987_569_1e-4);
-        for c in [
-            1.398_199_9e-3,
-            8.333_452e-3,
-            4.166_579_6e-2,
-            0.166_666_65,
-            0.5,
-        ] {
-            p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(c));
-        }
-        let y = _mm256_add_ps(
-            _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r),
-            _mm256_set1_ps(1.0),
-        );
-        let e = _mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_cvtps_epi32(n),
-            _mm256_set1_epi32(127),
-        ));
-        _mm256_mul_ps(y, _mm256_castsi256_ps(e))
+    fn shl23(x: __m256i) -> __m256i {
+        _mm256_slli_epi32::<23>(x)
     }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn hmax(x: V) -> f32 {
+        let mut lanes = [0.0f32; LANES];
+        storeu(lanes.as_mut_ptr(), x);
+        lanes.iter().fold(f32::NEG_INFINITY, |a, &b| a.max(b))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    unsafe fn hsum(x: V) -> f32 {
+        let mut lanes = [0.0f32; LANES];
+        storeu(lanes.as_mut_ptr(), x);
+        lanes.iter().sum()
+    }
+
+    tiles!("avx2,fma", Avx2);
+}
+
+/// AVX-512F tiles: 32 keys (value columns) per tile in two 16-lane vectors.
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::{PvTile, SdpaArgs, Tiles, MR};
+    use std::arch::x86_64::{
+        __m512 as V, __m512i, _mm512_add_epi32 as add_epi32, _mm512_add_ps as add,
+        _mm512_castsi512_ps as cast, _mm512_cvtps_epi32 as cvt, _mm512_fmadd_ps as fmadd,
+        _mm512_fnmadd_ps as fnmadd, _mm512_loadu_ps as loadu, _mm512_max_ps as max,
+        _mm512_min_ps as min, _mm512_mul_ps as mul, _mm512_reduce_add_ps as hsum,
+        _mm512_reduce_max_ps as hmax, _mm512_roundscale_ps, _mm512_set1_epi32 as set1_epi32,
+        _mm512_set1_ps as set1, _mm512_setzero_ps as setzero, _mm512_slli_epi32,
+        _mm512_storeu_ps as storeu, _mm512_sub_ps as sub, _MM_FROUND_NO_EXC,
+        _MM_FROUND_TO_NEAREST_INT,
+    };
+
+    const LANES: usize = 16;
+
+    /// Keys (or value columns) per register tile: two 16-lane vectors.
+    pub(super) const NR: usize = 2 * LANES;
+
+    /// Whether the call runs on these tiles: AVX-512F present and value heads in whole tiles.
+    pub(super) fn applies(a: &SdpaArgs) -> bool {
+        static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+            && a.dv.is_multiple_of(NR)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn round(x: V) -> V {
+        _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(x)
+    }
+
+    #[target_feature(enable = "avx512f")]
+    fn shl23(x: __m512i) -> __m512i {
+        _mm512_slli_epi32::<23>(x)
+    }
+
+    tiles!("avx512f", Avx512);
 }
 
 #[cfg(test)]
@@ -340,6 +478,26 @@ mod tests {
             let want = (x as f64).exp();
             let rel = ((out[0] as f64 - want) / want).abs();
             assert!(rel < 5e-7, "exp({x}) = {} want {want}", out[0]);
+        }
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_vector_exp_equals_the_avx2_one() {
+        if !std::arch::is_x86_feature_detected!("avx512f") {
+            eprintln!("AVX-512F not detected: the 16-lane exp is not tested here");
+            return;
+        }
+        use std::arch::x86_64::*;
+        for i in -870..=0 {
+            let x = i as f32 / 10.0 + 0.037;
+            let (mut narrow, mut wide) = ([0.0f32; 8], [0.0f32; 16]);
+            // SAFETY: AVX2+FMA and AVX-512F checked above (the first by the test before).
+            unsafe {
+                _mm256_storeu_ps(narrow.as_mut_ptr(), super::avx2::exp(_mm256_set1_ps(x)));
+                _mm512_storeu_ps(wide.as_mut_ptr(), super::avx512::exp(_mm512_set1_ps(x)));
+            }
+            assert!(wide.iter().all(|&w| w == narrow[0]), "exp({x})");
         }
     }
 }

@@ -4,9 +4,10 @@
 //! The weight plays BLAS's `A` and the activations its `B`: a micro-kernel computes a tile of
 //! [`MR`] weight rows by [`NR`] activation rows, broadcasting one weight value per row and
 //! multiplying it with [`NR`] packed activation values per step, so every weight value feeds
-//! [`NR`] multiply-adds and every activation value [`MR`]. The activations are packed once per
-//! call into panels of [`NR`] rows (`panel[k][j] = X[p * NR + j][k]`, zero past `m`; `m * k`
-//! copies against `m * n * k` multiply-adds). f32 weights are read in place; f16 / bf16 rows
+//! [`NR`] multiply-adds and every activation value [`MR`] (where the path has a
+//! [`PairKernel`], AVX-512 on x86-64, two panels are taken at once). The activations are
+//! packed once per call into panels of [`NR`] rows (`panel[k][j] = X[p * NR + j][k]`, zero
+//! past `m`; `m * k` copies against `m * n * k` multiply-adds). f32 weights are read in place; f16 / bf16 rows
 //! are decoded to f32 a chunk at a time (the chunk is reused for every activation row of the
 //! task). A chunk holds as many weight rows as fit [`L2_BUDGET`], so it stays in L2 while
 //! every panel of the task passes over it. With many activation rows, tasks are blocks of
@@ -33,6 +34,21 @@ const MAX_TASK_ROWS: usize = 64;
 /// `j < NR`, `kk < k`.
 pub(super) type MicroKernel =
     fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * NR]);
+
+/// A wider micro-kernel over two consecutive packed panels (`b` holds both, the second from
+/// `k * NR` on): `acc[i * 2 * NR + j] = sum_kk a[i * lda + kk] * b[kk * NR + j]` for `j < NR`
+/// and `... * b[k * NR + kk * NR + j - NR]` for `NR <= j < 2 * NR`.
+pub(super) type PairKernel =
+    fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]);
+
+/// The micro-kernels of one path: one panel at a time, and optionally two.
+#[derive(Clone, Copy)]
+pub(super) struct Micro {
+    /// One panel.
+    pub one: MicroKernel,
+    /// Two panels, where the path has a kernel for them (used wherever two panels remain).
+    pub pair: Option<PairKernel>,
+}
 
 /// The portable micro-kernel (plain Rust; the compiler vectorizes the inner loop).
 pub(super) fn micro_portable(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * NR]) {
@@ -102,11 +118,11 @@ impl Source<'_> {
 }
 
 /// `Y[m, n] = sum_k X[m, k] * W[n, k]` for a row-major float weight `w` of `dtype`, with the
-/// micro-kernel `micro`. Shapes were checked by the caller (`w` holds `n * k` values of
+/// micro-kernels `micro`. Shapes were checked by the caller (`w` holds `n * k` values of
 /// `dtype`, `x` `m * k`, `y` `m * n`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn matmul(
-    micro: MicroKernel,
+    micro: Micro,
     dtype: DType,
     w: &[u8],
     n: usize,
@@ -213,7 +229,7 @@ fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>) {
 /// activation rows are not written.
 #[allow(clippy::too_many_arguments)]
 fn block(
-    micro: MicroKernel,
+    micro: Micro,
     src: &Source,
     n: usize,
     k: usize,
@@ -227,19 +243,36 @@ fn block(
     let rows = y.len().div_ceil(ld);
     let (n0, n1) = (cols.start, cols.end);
     let a = src.rows(n0, n1, n, k, buf);
+    let panels = packed.len() / (k * NR);
     let mut acc = [0.0f32; MR * NR];
-    for (p, b) in packed.chunks_exact(k * NR).enumerate() {
-        let valid = rows.saturating_sub(p * NR).min(NR);
+    let mut acc2 = [0.0f32; MR * 2 * NR];
+    let mut p = 0;
+    while p < panels {
+        // Two panels at once where the path has a kernel for them and two remain.
+        let pair = micro.pair.filter(|_| p + 2 <= panels);
+        let width = if pair.is_some() { 2 } else { 1 };
+        let b = &packed[p * k * NR..(p + width) * k * NR];
+        let valid = rows.saturating_sub(p * NR).min(width * NR);
         for t in (0..n1 - n0).step_by(MR) {
-            micro(&a[t * k..], k, b, k, &mut acc);
+            let (out, stride): (&[f32], usize) = match pair {
+                Some(pair) => {
+                    pair(&a[t * k..], k, b, k, &mut acc2);
+                    (&acc2, 2 * NR)
+                }
+                None => {
+                    (micro.one)(&a[t * k..], k, b, k, &mut acc);
+                    (&acc, NR)
+                }
+            };
             let tile_rows = (n1 - n0 - t).min(MR);
             for j in 0..valid {
                 let start = (p * NR + j) * ld + n0 + t - c0;
                 for (i, o) in y[start..start + tile_rows].iter_mut().enumerate() {
-                    *o = acc[i * NR + j];
+                    *o = out[i * stride + j];
                 }
             }
         }
+        p += width;
     }
 }
 
@@ -249,8 +282,12 @@ mod tests {
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
 
-    fn micros() -> Vec<(&'static str, MicroKernel)> {
-        let mut v: Vec<(&'static str, MicroKernel)> = vec![("portable", micro_portable)];
+    fn one(one: MicroKernel) -> Micro {
+        Micro { one, pair: None }
+    }
+
+    fn micros() -> Vec<(&'static str, Micro)> {
+        let mut v: Vec<(&'static str, Micro)> = vec![("portable", one(micro_portable))];
         #[cfg(target_arch = "x86_64")]
         {
             // Every x86-64 machine this project runs on has AVX2; fail rather than skip if not.
@@ -258,10 +295,18 @@ mod tests {
                 super::super::KernelPath::Avx2.available(),
                 "AVX2+FMA not detected"
             );
-            v.push(("avx2", super::super::gemm_avx2::micro));
+            v.push(("avx2", one(super::super::gemm_avx2::micro)));
+            // The AVX-512 pair kernel where the CPU has it (the dev VM and the H200 host do).
+            if super::super::gemm_avx512::detected() {
+                let pair = Some(super::super::gemm_avx512::pair as PairKernel);
+                let micro = super::super::gemm_avx2::micro;
+                v.push(("avx512", Micro { one: micro, pair }));
+            } else {
+                eprintln!("AVX-512F not detected: the pair kernel is not tested here");
+            }
         }
         #[cfg(target_arch = "aarch64")]
-        v.push(("neon", super::super::neon::gemm_micro));
+        v.push(("neon", one(super::super::neon::gemm_micro)));
         v
     }
 
@@ -290,7 +335,7 @@ mod tests {
 
     /// Every output against an f64 sum over the stored weights, within f32 rounding of the
     /// sum of |terms|.
-    fn check(micro: MicroKernel, dtype: DType, m: usize, n: usize, k: usize, misalign: bool) {
+    fn check(micro: Micro, dtype: DType, m: usize, n: usize, k: usize, misalign: bool) {
         let mut rng = ChaCha8Rng::seed_from_u64((m * 131 + n * 7 + k) as u64);
         let w: Vec<f32> = (0..n * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
         let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
@@ -354,7 +399,7 @@ mod tests {
     #[test]
     fn empty_k_gives_zeros() {
         let mut y = vec![1.0f32; 9 * 4];
-        matmul(micro_portable, DType::F32, &[], 4, 0, &[], 9, &mut y);
+        matmul(one(micro_portable), DType::F32, &[], 4, 0, &[], 9, &mut y);
         assert!(y.iter().all(|&v| v == 0.0));
     }
 }

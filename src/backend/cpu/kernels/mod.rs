@@ -16,6 +16,8 @@ pub mod gelu;
 mod gemm;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx2;
+#[cfg(target_arch = "x86_64")]
+mod gemm_avx512;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod portable;
@@ -218,18 +220,24 @@ pub fn matmul_with(
     }
 }
 
-/// The micro-kernel of the register-blocked float GEMM on `path` (`None`: the path keeps its
-/// dot-product kernels).
-fn gemm_micro(path: KernelPath) -> Option<gemm::MicroKernel> {
-    match path {
-        KernelPath::Portable => Some(gemm::micro_portable),
+/// The micro-kernels of the register-blocked float GEMM on `path` (`None`: the path keeps its
+/// dot-product kernels). On the AVX2 path a CPU with AVX-512F also gets the two-panel kernel.
+fn gemm_micro(path: KernelPath) -> Option<gemm::Micro> {
+    let one = match path {
+        KernelPath::Portable => gemm::micro_portable,
         #[cfg(target_arch = "x86_64")]
-        KernelPath::Avx2 => Some(gemm_avx2::micro),
+        KernelPath::Avx2 => gemm_avx2::micro,
         #[cfg(target_arch = "aarch64")]
-        KernelPath::Neon | KernelPath::NeonDot => Some(neon::gemm_micro),
+        KernelPath::Neon | KernelPath::NeonDot => neon::gemm_micro,
         #[allow(unreachable_patterns)]
-        _ => None,
-    }
+        _ => return None,
+    };
+    #[cfg(target_arch = "x86_64")]
+    let pair = (path == KernelPath::Avx2 && gemm_avx512::detected())
+        .then_some(gemm_avx512::pair as gemm::PairKernel);
+    #[cfg(not(target_arch = "x86_64"))]
+    let pair = None;
+    Some(gemm::Micro { one, pair })
 }
 
 fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
