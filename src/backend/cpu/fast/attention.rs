@@ -3,6 +3,7 @@
 
 use super::super::reference::visible;
 use super::super::simd;
+use super::attention_rows;
 use super::par::chunks;
 use crate::backend::op::{Mask, RopeStyle};
 use rayon::ThreadPool;
@@ -108,6 +109,7 @@ pub(super) fn sdpa(
 ) {
     let group = (a.heads / a.kv_heads.max(1)).max(1);
     let work = (out.len() / a.dv.max(1)) * a.kv_len * (a.d + a.dv);
+    let rows_kernel = attention_rows::applies(a);
     chunks(
         pool,
         work,
@@ -119,11 +121,15 @@ pub(super) fn sdpa(
             let p = a.q_pos + i;
             let q0 = (i * a.heads + kh * group) * a.d;
             let qrows = &q[q0..q0 + group * a.d];
+            let (start, end) = key_range(a.mask, p, a.kv_len);
+            if rows_kernel && start < end {
+                attention_rows::attend(a, qrows, k, v, kh, start..end, scores, o);
+                return;
+            }
             o.fill(0.0);
             let (m, l) = ml.split_at_mut(group);
             m.fill(f32::NEG_INFINITY);
             l.fill(0.0);
-            let (start, end) = key_range(a.mask, p, a.kv_len);
             let mut t0 = start;
             while t0 < end {
                 let t1 = (t0 + TILE).min(end);

@@ -299,7 +299,7 @@ macro_rules! tiles {
         /// `exp(x)` to about 2 ulp (Cephes' range reduction and polynomial);
         /// inputs below -87.3 give about 1e-38, not 0.
         #[target_feature(enable = $feature)]
-        pub(super) unsafe fn exp(x: V) -> V {
+        pub(in crate::backend::cpu::fast) unsafe fn exp(x: V) -> V {
             let x = min(max(x, set1(-87.336_55)), set1(88.376_26));
             let n = round(mul(x, set1(std::f32::consts::LOG2_E)));
             let r = fnmadd(n, set1(0.693_359_4), x);
@@ -366,7 +366,7 @@ mod avx2 {
 
 /// AVX-512F tiles: 32 keys (value columns) per tile in two 16-lane vectors.
 #[cfg(target_arch = "x86_64")]
-mod avx512 {
+pub(super) mod avx512 {
     use super::{PvTile, SdpaArgs, Tiles, MR};
     use std::arch::x86_64::{
         __m512 as V, __m512i, _mm512_add_epi32 as add_epi32, _mm512_add_ps as add,

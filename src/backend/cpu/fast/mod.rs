@@ -5,6 +5,7 @@
 
 mod attention;
 mod attention_block;
+mod attention_rows;
 mod elementwise;
 mod linear;
 mod par;

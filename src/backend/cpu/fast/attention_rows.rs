@@ -1,0 +1,218 @@
+//! Unmasked attention of a few query rows against many keys with AVX-512F (a decoder
+//! step's cross-attention: one new token against 1500 audio frames): per query
+//! head, every score `q . k_j` in 16-lane multiply-adds, a softmax over all of them with
+//! the vectorized exp, then `sum_j p_j v_j` accumulated in registers. No per-key calls
+//! and no online rescaling, which [`super::attention::sdpa`] needs for any length.
+
+use super::attention::SdpaArgs;
+use crate::backend::op::Mask;
+
+/// Lanes of one vector.
+const LANES: usize = 16;
+/// Largest value head handled (accumulators kept in registers).
+const MAX_DV: usize = 128;
+
+/// Whether [`attend`] handles this call: AVX-512F, no mask, head sizes in whole vectors,
+/// value heads of at most [`MAX_DV`].
+pub(super) fn applies(a: &SdpaArgs) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+            && matches!(a.mask, Mask::None)
+            && a.d > 0
+            && a.d.is_multiple_of(LANES)
+            && a.dv > 0
+            && a.dv.is_multiple_of(LANES)
+            && a.dv <= MAX_DV
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = a;
+        false
+    }
+}
+
+/// `o [group, dv]` for the query heads `qrows [group, d]` that share KV head `kh`, over the
+/// keys `start..end` of `k [.., Hkv, d]` / `v [.., Hkv, dv]`; `scores` is scratch. Callers
+/// check [`applies`] and give a non-empty range.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn attend(
+    a: &SdpaArgs,
+    qrows: &[f32],
+    k: &[f32],
+    v: &[f32],
+    kh: usize,
+    keys: std::ops::Range<usize>,
+    scores: &mut Vec<f32>,
+    o: &mut [f32],
+) {
+    assert!(
+        applies(a) && !keys.is_empty(),
+        "attention rows: unsupported call"
+    );
+    let (d, dv, hkv) = (a.d, a.dv, a.kv_heads);
+    assert!(
+        k.len() >= (keys.end * hkv) * d && v.len() >= (keys.end * hkv) * dv,
+        "attention rows: key range past the cache"
+    );
+    scores.resize(keys.len(), 0.0);
+    #[cfg(target_arch = "x86_64")]
+    for (qr, og) in qrows.chunks_exact(d).zip(o.chunks_exact_mut(dv)) {
+        let k = &k[(keys.start * hkv + kh) * d..];
+        let v = &v[(keys.start * hkv + kh) * dv..];
+        // SAFETY: AVX-512F was checked by `applies`; the rows read stay inside `k` and `v`
+        // (checked above) and `scores` holds one value per key.
+        unsafe {
+            let f = match dv / LANES {
+                1 => avx512::head::<1>,
+                2 => avx512::head::<2>,
+                3 => avx512::head::<3>,
+                4 => avx512::head::<4>,
+                5 => avx512::head::<5>,
+                6 => avx512::head::<6>,
+                7 => avx512::head::<7>,
+                _ => avx512::head::<8>,
+            };
+            f(qr, k, v, (d, hkv), a.scale, scores, og)
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx512 {
+    use super::LANES;
+    use std::arch::x86_64::*;
+
+    /// One query head `q [d]` against `scores.len()` keys (row `j` of head at `k[j * hkv * d]`,
+    /// `v[j * hkv * dv]`), into `o [dv]` with `dv = VECS * LANES`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn head<const VECS: usize>(
+        q: &[f32],
+        k: &[f32],
+        v: &[f32],
+        (d, hkv): (usize, usize),
+        scale: f32,
+        scores: &mut [f32],
+        o: &mut [f32],
+    ) {
+        let n = scores.len();
+        let (kp, vp, qp) = (k.as_ptr(), v.as_ptr(), q.as_ptr());
+        let mut max = f32::NEG_INFINITY;
+        for (j, s) in scores.iter_mut().enumerate() {
+            let kr = kp.add(j * hkv * d);
+            let mut acc = _mm512_setzero_ps();
+            for c in (0..d).step_by(LANES) {
+                acc = _mm512_fmadd_ps(_mm512_loadu_ps(qp.add(c)), _mm512_loadu_ps(kr.add(c)), acc);
+            }
+            *s = _mm512_reduce_add_ps(acc) * scale;
+            max = max.max(*s);
+        }
+        let mv = _mm512_set1_ps(max);
+        let chunks = n / LANES;
+        let mut sv = _mm512_setzero_ps();
+        for c in 0..chunks {
+            let ptr = scores.as_mut_ptr().add(c * LANES);
+            let e =
+                super::super::attention_block::avx512::exp(_mm512_sub_ps(_mm512_loadu_ps(ptr), mv));
+            _mm512_storeu_ps(ptr, e);
+            sv = _mm512_add_ps(sv, e);
+        }
+        let mut sum = _mm512_reduce_add_ps(sv);
+        for s in &mut scores[chunks * LANES..] {
+            *s = (*s - max).exp();
+            sum += *s;
+        }
+        let dv = VECS * LANES;
+        let mut acc = [_mm512_setzero_ps(); VECS];
+        for (j, &p) in scores.iter().enumerate() {
+            let vr = vp.add(j * hkv * dv);
+            let pv = _mm512_set1_ps(p);
+            for (c, a) in acc.iter_mut().enumerate() {
+                *a = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vr.add(c * LANES)), *a);
+            }
+        }
+        let inv = _mm512_set1_ps(1.0 / sum);
+        for (c, a) in acc.iter().enumerate() {
+            _mm512_storeu_ps(o.as_mut_ptr().add(c * LANES), _mm512_mul_ps(*a, inv));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{applies, attend};
+    use crate::backend::cpu::fast::attention::SdpaArgs;
+    use crate::backend::op::Mask;
+
+    /// Softmax attention of one query head in f64, straight from the definition.
+    /// `k [n, d]` and `v [n, dv]` hold that head's rows only.
+    fn reference(q: &[f32], k: &[f32], v: &[f32], n: usize, dv: usize) -> Vec<f64> {
+        let d = q.len();
+        let dot = |j: usize| -> f64 {
+            (0..d)
+                .map(|c| f64::from(q[c]) * f64::from(k[j * d + c]))
+                .sum::<f64>()
+                / (d as f64).sqrt()
+        };
+        let s: Vec<f64> = (0..n).map(dot).collect();
+        let m = s.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let e: Vec<f64> = s.iter().map(|x| (x - m).exp()).collect();
+        let sum: f64 = e.iter().sum();
+        (0..dv)
+            .map(|c| (0..n).map(|j| e[j] * f64::from(v[j * dv + c])).sum::<f64>() / sum)
+            .collect()
+    }
+
+    #[test]
+    fn rows_match_the_f64_definition() {
+        // 2 KV heads of 3 query heads each, d 32, dv 48, 1501 keys (a partial vector of scores).
+        let (hkv, group, d, dv, n) = (2, 3, 32, 48, 1501);
+        let mut s = 7u32;
+        let mut val = || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32) * 4.0 - 2.0
+        };
+        let q: Vec<f32> = (0..hkv * group * d).map(|_| val()).collect();
+        let k: Vec<f32> = (0..n * hkv * d).map(|_| val()).collect();
+        let v: Vec<f32> = (0..n * hkv * dv).map(|_| val()).collect();
+        let a = SdpaArgs {
+            heads: hkv * group,
+            kv_heads: hkv,
+            d,
+            dv,
+            scale: 1.0 / (d as f32).sqrt(),
+            mask: &Mask::None,
+            q_pos: 0,
+            kv_len: n,
+        };
+        if !applies(&a) {
+            eprintln!("AVX-512F not detected: the rows kernel is not tested here");
+            return;
+        }
+        let mut scores = Vec::new();
+        for kh in 0..hkv {
+            let qrows = &q[kh * group * d..(kh + 1) * group * d];
+            let mut o = vec![f32::NAN; group * dv];
+            attend(&a, qrows, &k, &v, kh, 0..n, &mut scores, &mut o);
+            for g in 0..group {
+                let kk: Vec<f32> = (0..n)
+                    .flat_map(|j| k[(j * hkv + kh) * d..][..d].to_vec())
+                    .collect();
+                let vv: Vec<f32> = (0..n)
+                    .flat_map(|j| v[(j * hkv + kh) * dv..][..dv].to_vec())
+                    .collect();
+                let want = reference(&qrows[g * d..][..d], &kk, &vv, n, dv);
+                for (c, w) in want.iter().enumerate() {
+                    let got = f64::from(o[g * dv + c]);
+                    assert!(
+                        (got - w).abs() < 1e-5,
+                        "head {kh}/{g} col {c}: {got} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
