@@ -462,16 +462,34 @@ impl Bert {
         )?;
 
         let (heads, hd) = (c.heads, c.head_dim);
-        let masks: Vec<Mask> = lengths
+        // Keys and values of each sequence are cut to its real tokens: attention over
+        // them without a mask equals attention over the padded keys with a padding mask
+        // (masked keys weigh exactly 0), and takes the unmasked kernels. Every query row,
+        // padding rows too, sees the real keys, as with the mask.
+        let kv_sizes: Vec<usize> = lengths
             .iter()
-            .map(|&len| {
-                if len == l {
-                    Mask::None
-                } else {
-                    Mask::Padding((0..l).map(|j| j < len).collect())
-                }
+            .flat_map(|&len| [len, l - len])
+            .filter(|&s| s > 0)
+            .collect();
+        let kv_split = Op::Split {
+            axis: 0,
+            sizes: kv_sizes,
+        };
+        // Index of each sequence's real rows among the pieces of `kv_split`.
+        let kv_pieces: Vec<usize> = lengths
+            .iter()
+            .scan(0, |next, &len| {
+                let at = *next;
+                *next += if len < l { 2 } else { 1 };
+                Some(at)
             })
             .collect();
+        let sdpa = Op::Sdpa {
+            scale: None,
+            mask: Mask::None,
+            q_pos: 0,
+            kv_len: None,
+        };
         let act = match c.act {
             Activation::Gelu => Op::Gelu,
             Activation::GeluTanh => Op::GeluTanh,
@@ -482,18 +500,16 @@ impl Bert {
             sizes: vec![l; n],
         };
         for layer in &self.layers {
+            // One allocator frame per layer: every layer has the same shapes, so the
+            // buffers the last one released (all but `h`) serve this one, warm, instead
+            // of a whole forward's worth of fresh ones per batch.
+            ctx.alloc.reset();
             ctx.set_label(&layer.attn_label);
             let q = linear(&h, &layer.query, ctx)?;
             let k = linear(&h, &layer.key, ctx)?;
             let v = linear(&h, &layer.value, ctx)?;
+            let shape = [l, heads, hd];
             let attn = if n == 1 {
-                let sdpa = Op::Sdpa {
-                    scale: None,
-                    mask: masks[0].clone(),
-                    q_pos: 0,
-                    kv_len: None,
-                };
-                let shape = [l, heads, hd];
                 run1(
                     &sdpa,
                     &[
@@ -505,23 +521,17 @@ impl Bert {
                 )?
             } else {
                 let qs = dispatcher.run(&split, &[q], ctx)?;
-                let ks = dispatcher.run(&split, &[k], ctx)?;
-                let vs = dispatcher.run(&split, &[v], ctx)?;
-                let shape = [l, heads, hd];
+                let ks = dispatcher.run(&kv_split, &[k], ctx)?;
+                let vs = dispatcher.run(&kv_split, &[v], ctx)?;
                 let mut outs = Vec::with_capacity(n);
-                for (((qb, kb), vb), mask) in qs.iter().zip(&ks).zip(&vs).zip(&masks) {
-                    let sdpa = Op::Sdpa {
-                        scale: None,
-                        mask: mask.clone(),
-                        q_pos: 0,
-                        kv_len: None,
-                    };
+                for ((qb, &len), &piece) in qs.iter().zip(&lengths).zip(&kv_pieces) {
+                    let kv_shape = [len, heads, hd];
                     outs.push(run1(
                         &sdpa,
                         &[
                             qb.reshaped(&shape)?,
-                            kb.reshaped(&shape)?,
-                            vb.reshaped(&shape)?,
+                            ks[piece].reshaped(&kv_shape)?,
+                            vs[piece].reshaped(&kv_shape)?,
                         ],
                         ctx,
                     )?);

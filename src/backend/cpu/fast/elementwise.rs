@@ -13,6 +13,36 @@ const CHUNK: usize = 16 * 1024;
 /// Transcendental functions cost about this many multiply-adds.
 const TRANSCENDENTAL: usize = 16;
 
+/// Lanes of the per-row partial sums of [`layer_norm`] (one AVX-512 vector).
+const LANES: usize = 16;
+
+/// Runs `f` compiled for AVX-512F where the CPU has it: its loops (inlined into
+/// the wrapper) then vectorize 16 lanes wide instead of the baseline's 4. Every
+/// element-wise map computes the same operations in the same order either way,
+/// so results do not depend on the path.
+#[inline(always)]
+fn vectorized<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    if avx512() {
+        // SAFETY: the CPU has AVX-512F (checked by `avx512`).
+        return unsafe { on_avx512(f) };
+    }
+    f()
+}
+
+/// Whether this CPU runs AVX-512F (checked once).
+#[cfg(target_arch = "x86_64")]
+fn avx512() -> bool {
+    static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn on_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// `e^x` without a libm call, so that loops over it vectorize: `x = n ln 2 + r` with
 /// `|r| <= ln 2 / 2`, a degree-6 Taylor polynomial for `e^r` (relative error below 2e-7),
 /// times `2^n` built in the exponent bits. Inputs are clamped to `[-87, 88]` (the result
@@ -63,9 +93,11 @@ fn map(
         CHUNK,
         || (),
         |_, c, o| {
-            for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
-                *o = f(v);
-            }
+            vectorized(|| {
+                for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
+                    *o = f(v);
+                }
+            })
         },
     );
 }
@@ -118,11 +150,13 @@ fn binary_with(
         || (),
         |_, c, o| {
             let i = &a[c * chunk..];
-            for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
-                for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
-                    *o = f(u, v);
+            vectorized(|| {
+                for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
+                    for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
+                        *o = f(u, v);
+                    }
                 }
-            }
+            })
         },
     );
 }
@@ -169,25 +203,60 @@ pub(super) fn layer_norm(
     y: &mut [f32],
 ) {
     let d = g.len().max(1);
+    // Several rows per task: one row of a small model is too little work to hand out.
+    let rows = (CHUNK / d).max(1);
     chunks(
         pool,
         3 * y.len(),
         y,
-        d,
+        rows * d,
         || (),
-        |_, r, o| {
-            let row = &x[r * d..(r + 1) * d];
-            let mean = row.iter().sum::<f32>() / d as f32;
-            let mut var = 0.0;
-            for &v in row {
-                var += (v - mean) * (v - mean);
-            }
-            let inv = 1.0 / (var / d as f32 + eps).sqrt();
-            for (i, (o, &v)) in o.iter_mut().zip(row).enumerate() {
-                *o = (v - mean) * inv * g[i] + b.map_or(0.0, |b| b[i]);
-            }
+        |_, c, o| {
+            let x = &x[c * rows * d..];
+            vectorized(|| {
+                for (o, row) in o.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                    layer_norm_row(row, g, b, eps, o);
+                }
+            })
         },
     );
+}
+
+/// One row of [`layer_norm`]: mean and variance summed in [`LANES`] partial sums.
+#[inline(always)]
+fn layer_norm_row(row: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, o: &mut [f32]) {
+    let n = row.len() as f32;
+    let mean = lane_sum(row, |v| v) / n;
+    let var = lane_sum(row, |v| (v - mean) * (v - mean)) / n;
+    let inv = 1.0 / (var + eps).sqrt();
+    match b {
+        Some(b) => {
+            for (((o, &v), &g), &b) in o.iter_mut().zip(row).zip(g).zip(b) {
+                *o = (v - mean) * inv * g + b;
+            }
+        }
+        None => {
+            for ((o, &v), &g) in o.iter_mut().zip(row).zip(g) {
+                *o = (v - mean) * inv * g;
+            }
+        }
+    }
+}
+
+/// `sum f(x[i])`, accumulated in [`LANES`] independent partial sums (so the loop vectorizes).
+#[inline(always)]
+fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let mut blocks = x.chunks_exact(LANES);
+    for blk in &mut blocks {
+        for (a, &v) in acc.iter_mut().zip(blk) {
+            *a += f(v);
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(blocks.remainder()) {
+        *a += f(v);
+    }
+    acc.iter().sum()
 }
 
 /// Softmax of each row of `d`; an all `-inf` row gives zeros.
