@@ -39,6 +39,49 @@ pub fn sum_sq(x: &[f32]) -> f32 {
     dot(x, x)
 }
 
+/// Replaces `x[i]` by `exp(x[i] - m)` (`-inf` entries by exactly 0) and returns the sum,
+/// accumulated in f64: the 8-lane AVX2 exp of the blocked attention (about 2 ulp) where the
+/// CPU has it, libm elsewhere. For softmaxes over large vocabularies.
+pub fn exp_sub(x: &mut [f32], m: f32) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2_fma() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        return unsafe { avx2_exp_sub(x, m) };
+    }
+    x.iter_mut()
+        .map(|v| {
+            *v = (*v - m).exp();
+            f64::from(*v)
+        })
+        .sum()
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn avx2_exp_sub(x: &mut [f32], m: f32) -> f64 {
+    use std::arch::x86_64::*;
+    let (mv, ninf) = (_mm256_set1_ps(m), _mm256_set1_ps(f32::NEG_INFINITY));
+    let (mut lo, mut hi) = (_mm256_setzero_pd(), _mm256_setzero_pd());
+    let chunks = x.len() / 8;
+    for c in 0..chunks {
+        let ptr = x.as_mut_ptr().add(c * 8);
+        let v = _mm256_loadu_ps(ptr);
+        let e = super::fast::attention_block::avx2::exp(_mm256_sub_ps(v, mv));
+        let e = _mm256_andnot_ps(_mm256_cmp_ps::<_CMP_EQ_OQ>(v, ninf), e);
+        _mm256_storeu_ps(ptr, e);
+        lo = _mm256_add_pd(lo, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
+        hi = _mm256_add_pd(hi, _mm256_cvtps_pd(_mm256_extractf128_ps::<1>(e)));
+    }
+    let mut lanes = [0.0f64; 4];
+    _mm256_storeu_pd(lanes.as_mut_ptr(), _mm256_add_pd(lo, hi));
+    let mut sum: f64 = lanes.iter().sum();
+    for v in &mut x[chunks * 8..] {
+        *v = (*v - m).exp();
+        sum += f64::from(*v);
+    }
+    sum
+}
+
 /// Portable versions: 8 lanes of independent accumulators.
 pub mod portable {
     /// `sum a[i] b[i]`.

@@ -23,6 +23,7 @@
 
 use super::{EncoderOutput, Whisper};
 use crate::audio::mel::{log_mel, HOP};
+use crate::backend::cpu::simd;
 use crate::backend::ExecContext;
 use crate::error::ExecutionError;
 use rand::{Rng, SeedableRng};
@@ -146,8 +147,15 @@ struct DecodeResult {
     no_speech_prob: f64,
     temperature: f32,
     compression_ratio: f64,
-    /// Tokens fed to the decoder (prompt + sampled).
+    /// Sampled tokens fed to the decoder (the prompt is fed once per window).
     fed: usize,
+}
+
+/// A window's prompt after its decoder step: its length and the logits at
+/// `<|startoftranscript|>` and at its last token.
+struct PromptState {
+    len: usize,
+    first: Vec<Vec<f32>>,
 }
 
 /// gzip (zlib) compression ratio of `text`, as openai-whisper computes it.
@@ -164,15 +172,38 @@ pub fn compression_ratio(text: &str) -> f64 {
     text.len() as f64 / packed.max(1) as f64
 }
 
-/// Log-softmax of `x` (f64 accumulation).
-fn log_softmax(x: &[f32]) -> Vec<f32> {
+thread_local! {
+    /// Scratch of [`log_sum_exp`] (one vocabulary of values), kept between decoding steps.
+    static EXP_SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// `log(sum_i exp x[i])` (vectorized exp, f64 accumulation); `-inf` when every entry is.
+fn log_sum_exp(x: &[f32]) -> f64 {
     let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     if max == f32::NEG_INFINITY {
-        return vec![f32::NEG_INFINITY; x.len()];
+        return f64::NEG_INFINITY;
     }
-    let sum: f64 = x.iter().map(|&v| f64::from(v - max).exp()).sum();
-    let lse = f64::from(max) + sum.ln();
-    x.iter().map(|&v| (f64::from(v) - lse) as f32).collect()
+    let sum = EXP_SCRATCH.with_borrow_mut(|buf| {
+        buf.clear();
+        buf.extend_from_slice(x);
+        simd::exp_sub(buf, max)
+    });
+    f64::from(max) + sum.ln()
+}
+
+/// The log-probability of a logit `v` given the [`log_sum_exp`] `lse` of all of them.
+fn log_prob(v: f32, lse: f64) -> f32 {
+    if lse == f64::NEG_INFINITY {
+        f32::NEG_INFINITY
+    } else {
+        (f64::from(v) - lse) as f32
+    }
+}
+
+/// Log-softmax of `x` (f64 accumulation).
+fn log_softmax(x: &[f32]) -> Vec<f32> {
+    let lse = log_sum_exp(x);
+    x.iter().map(|&v| log_prob(v, lse)).collect()
 }
 
 /// The rules of openai-whisper's `ApplyTimestampRules` on the logits of the next
@@ -221,16 +252,21 @@ pub fn apply_timestamp_rules(
             }
         }
     }
-    let lp = log_softmax(logits);
-    if ts < lp.len() {
-        let max_ts = lp[ts..].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    // The log-softmax's timestamp part and largest text entry (log_prob is monotonic, so
+    // the largest log-probability is that of the largest logit).
+    let lse = log_sum_exp(logits);
+    if ts < len {
+        let lp = |v: f32| log_prob(v, lse);
+        let max_ts = lp(logits[ts..].iter().copied().fold(ninf, f32::max));
         let ts_lse = if max_ts == f32::NEG_INFINITY {
             f64::NEG_INFINITY
         } else {
-            let s: f64 = lp[ts..].iter().map(|&v| f64::from(v - max_ts).exp()).sum();
+            let s: f64 = (logits[ts..].iter())
+                .map(|&v| f64::from(lp(v) - max_ts).exp())
+                .sum();
             f64::from(max_ts) + s.ln()
         };
-        let max_text = lp[..ts].iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let max_text = lp(logits[..ts].iter().copied().fold(ninf, f32::max));
         if ts_lse > f64::from(max_text) {
             logits[..ts].fill(ninf);
         }
@@ -339,12 +375,15 @@ impl Whisper {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
+    /// One decoding of a window whose prompt is already in `cache` (`prompt.len` positions;
+    /// anything after them is dropped first) with `first` the prompt step's logits at
+    /// `<|startoftranscript|>` and at the last prompt token.
     #[allow(clippy::too_many_arguments)]
     fn decode_window(
         &self,
         enc: &EncoderOutput,
-        prompt: &[u32],
-        sot_index: usize,
+        prompt: &PromptState,
+        cache: &mut super::KvCache,
         timestamps: bool,
         temperature: f32,
         rng: &mut ChaCha8Rng,
@@ -352,13 +391,12 @@ impl Whisper {
     ) -> Result<DecodeResult, ExecutionError> {
         let sp = &self.config.special;
         let sample_len = self.config.n_text_ctx / 2;
-        let mut cache = self.new_cache()?;
-        let last = prompt.len() - 1;
-        let first = self.decode_step(enc, &mut cache, prompt, &[sot_index, last], ctx)?;
+        cache.truncate(prompt.len);
+        let first = &prompt.first;
         let no_speech_prob = match sp.no_speech {
             Some(ns) => {
-                let lp = log_softmax(&first[0]);
-                f64::from(lp[ns as usize]).exp()
+                let lse = log_sum_exp(&first[0]);
+                f64::from(log_prob(first[0][ns as usize], lse)).exp()
             }
             None => 0.0,
         };
@@ -392,13 +430,13 @@ impl Whisper {
                     Some(50),
                 );
             }
-            let lp = log_softmax(&logits);
+            let lse = log_sum_exp(&logits);
             let next = if temperature > 0.0 {
                 sample(&logits, temperature, rng)
             } else {
                 argmax(&logits)
             };
-            sum_logprob += f64::from(lp[next as usize]);
+            sum_logprob += f64::from(log_prob(logits[next as usize], lse));
             if next == sp.eot
                 || tokens.len() + 1 > sample_len
                 || cache.len() + 1 > self.config.n_text_ctx
@@ -409,14 +447,14 @@ impl Whisper {
                 break;
             }
             tokens.push(next);
-            let out = self.decode_step(enc, &mut cache, &[next], &[0], ctx)?;
+            let out = self.decode_step(enc, cache, &[next], &[0], ctx)?;
             logits = out.into_iter().next().unwrap_or_else(|| vec![0.0; n]);
         }
         let text = self.text_of(&tokens);
         Ok(DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
             compression_ratio: compression_ratio(text.trim()),
-            fed: prompt.len() + tokens.len(),
+            fed: tokens.len(),
             tokens,
             no_speech_prob,
             temperature,
@@ -438,12 +476,19 @@ impl Whisper {
         } else {
             opts.temperatures.clone()
         };
+        // The prompt is fed once: every temperature starts from its cache and logits.
+        let mut cache = self.new_cache()?;
+        let last = prompt.len() - 1;
+        let state = PromptState {
+            len: prompt.len(),
+            first: self.decode_step(enc, &mut cache, prompt, &[sot_index, last], ctx)?,
+        };
         let mut all = Vec::new();
         let mut below_cr = Vec::new();
         let mut last_t = temps[0];
         for &t in &temps {
             last_t = t;
-            let r = self.decode_window(enc, prompt, sot_index, opts.timestamps, t, rng, ctx)?;
+            let r = self.decode_window(enc, &state, &mut cache, opts.timestamps, t, rng, ctx)?;
             let too_repetitive = opts
                 .compression_ratio_threshold
                 .is_some_and(|c| r.compression_ratio > c);
@@ -454,7 +499,7 @@ impl Whisper {
                 && too_improbable;
             let (decodes, fed) = (
                 all.len() + 1,
-                all.iter().map(|a: &DecodeResult| a.fed).sum::<usize>() + r.fed,
+                prompt.len() + all.iter().map(|a: &DecodeResult| a.fed).sum::<usize>() + r.fed,
             );
             if !(too_repetitive || too_improbable) || silence {
                 return Ok((r, decodes, fed));
@@ -466,7 +511,10 @@ impl Whisper {
         }
         // Every temperature failed: the most probable decoding (preferring those not
         // too repetitive), reported with the last temperature.
-        let (decodes, fed) = (all.len(), all.iter().map(|a| a.fed).sum());
+        let (decodes, fed) = (
+            all.len(),
+            prompt.len() + all.iter().map(|a| a.fed).sum::<usize>(),
+        );
         let pool = if below_cr.is_empty() { all } else { below_cr };
         let mut best = pool
             .into_iter()
@@ -699,12 +747,18 @@ fn argmax(x: &[f32]) -> u32 {
 
 /// Draws from `softmax(logits / temperature)`.
 fn sample(logits: &[f32], temperature: f32, rng: &mut ChaCha8Rng) -> u32 {
-    let scaled: Vec<f32> = logits.iter().map(|&l| l / temperature).collect();
-    let lp = log_softmax(&scaled);
+    // Probabilities exp(log_softmax): suppressed (-inf) tokens get exactly 0.
+    let mut p = log_softmax(
+        &logits
+            .iter()
+            .map(|&l| l / temperature)
+            .collect::<Vec<f32>>(),
+    );
+    simd::exp_sub(&mut p, 0.0);
     let u: f64 = rng.gen();
     let mut acc = 0.0f64;
-    for (i, &l) in lp.iter().enumerate() {
-        acc += f64::from(l).exp();
+    for (i, &pi) in p.iter().enumerate() {
+        acc += f64::from(pi);
         if acc > u {
             return i as u32;
         }
@@ -745,6 +799,31 @@ mod tests {
         assert!(allowed(&l)
             .iter()
             .all(|&i| i < TS as usize && i != NO_TS as usize));
+    }
+
+    #[test]
+    fn log_sum_exp_matches_libm_and_suppressed_tokens_get_zero() {
+        // A vocabulary-sized row with a wide range, some -inf (suppressed) entries, and a
+        // length that is not a multiple of the vector width.
+        let mut x: Vec<f32> = (0..51_865)
+            .map(|i| ((i * 7919) % 4001) as f32 / 97.0 - 20.0)
+            .collect();
+        for i in (0..x.len()).step_by(5) {
+            x[i] = f32::NEG_INFINITY;
+        }
+        let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let want = f64::from(max)
+            + x.iter()
+                .map(|&v| f64::from(v - max).exp())
+                .sum::<f64>()
+                .ln();
+        let got = log_sum_exp(&x);
+        assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+        assert_eq!(log_sum_exp(&[f32::NEG_INFINITY; 3]), f64::NEG_INFINITY);
+        let mut p = log_softmax(&x);
+        let total = simd::exp_sub(&mut p, 0.0);
+        assert!((total - 1.0).abs() < 1e-5, "probabilities sum to {total}");
+        assert!((0..x.len()).step_by(5).all(|i| p[i] == 0.0));
     }
 
     #[test]

@@ -299,7 +299,7 @@ macro_rules! tiles {
         /// `exp(x)` to about 2 ulp (Cephes' range reduction and polynomial);
         /// inputs below -87.3 give about 1e-38, not 0.
         #[target_feature(enable = $feature)]
-        pub(in crate::backend::cpu::fast) unsafe fn exp(x: V) -> V {
+        pub(in crate::backend::cpu) unsafe fn exp(x: V) -> V {
             let x = min(max(x, set1(-87.336_55)), set1(88.376_26));
             let n = round(mul(x, set1(std::f32::consts::LOG2_E)));
             let r = fnmadd(n, set1(0.693_359_4), x);
@@ -323,7 +323,7 @@ macro_rules! tiles {
 
 /// AVX2 + FMA tiles: 16 keys (value columns) per tile in two 8-lane vectors.
 #[cfg(target_arch = "x86_64")]
-mod avx2 {
+pub(in crate::backend::cpu) mod avx2 {
     use super::{PvTile, Tiles, MR};
     use std::arch::x86_64::{
         __m256 as V, __m256i, _mm256_add_epi32 as add_epi32, _mm256_add_ps as add,

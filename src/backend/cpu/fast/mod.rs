@@ -4,7 +4,7 @@
 //! run the reference loops.
 
 mod attention;
-mod attention_block;
+pub(super) mod attention_block;
 mod attention_rows;
 mod elementwise;
 mod linear;
