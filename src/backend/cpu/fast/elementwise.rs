@@ -322,6 +322,47 @@ mod tests {
     }
 
     #[test]
+    fn layer_norm_matches_the_f64_formula() {
+        use rand::{Rng, SeedableRng};
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("thread pool");
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(8);
+        // Rows of a whole number of lanes and with a remainder; few rows (inline) and
+        // enough for several parallel tasks; an offset mean (cancellation in the variance).
+        for &(rows, d, offset) in &[(3, 384, 0.0), (700, 384, 5.0), (5, 37, 0.0), (2, 1, 0.0)] {
+            let x: Vec<f32> = (0..rows * d)
+                .map(|_| offset + rng.gen_range(-2.0f32..2.0))
+                .collect();
+            let g: Vec<f32> = (0..d).map(|_| rng.gen_range(0.5f32..1.5)).collect();
+            let b: Vec<f32> = (0..d).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+            for bias in [Some(&b[..]), None] {
+                let mut y = vec![f32::NAN; rows * d];
+                layer_norm(&pool, &x, &g, bias, 1e-12, &mut y);
+                for (r, (xr, yr)) in x.chunks(d).zip(y.chunks(d)).enumerate() {
+                    let mean = xr.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
+                    let var = xr
+                        .iter()
+                        .map(|&v| (v as f64 - mean).powi(2))
+                        .sum::<f64>()
+                        / d as f64;
+                    let inv = 1.0 / (var + 1e-12).sqrt();
+                    for i in 0..d {
+                        let want = (xr[i] as f64 - mean) * inv * g[i] as f64
+                            + bias.map_or(0.0, |b| b[i] as f64);
+                        let got = yr[i] as f64;
+                        assert!(
+                            (got - want).abs() <= 1e-5 * want.abs().max(1.0),
+                            "rows={rows} d={d} row {r} [{i}]: {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn gelu_tanh_matches_the_f64_formula() {
         for i in -20_000..=20_000 {
             let x = i as f32 * 1e-3;
