@@ -342,11 +342,7 @@ mod tests {
                 layer_norm(&pool, &x, &g, bias, 1e-12, &mut y);
                 for (r, (xr, yr)) in x.chunks(d).zip(y.chunks(d)).enumerate() {
                     let mean = xr.iter().map(|&v| v as f64).sum::<f64>() / d as f64;
-                    let var = xr
-                        .iter()
-                        .map(|&v| (v as f64 - mean).powi(2))
-                        .sum::<f64>()
-                        / d as f64;
+                    let var = xr.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / d as f64;
                     let inv = 1.0 / (var + 1e-12).sqrt();
                     for i in 0..d {
                         let want = (xr[i] as f64 - mean) * inv * g[i] as f64
