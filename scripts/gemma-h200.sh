@@ -7,6 +7,10 @@
 #   here:          scripts/gemma-h200.sh pack      (.devbin/gemma1 .. gemma5)
 #   device 1..4:   carry [".devbin/gemmaN"]          command: scripts/gemma-h200.sh stash N
 #   device 5:      carry [".gl", ".devbin/gemma5"]   command: scripts/gemma-h200.sh device
+#
+# With llama.cpp's Vulkan llama-bench (scripts/build-llamacpp-vulkan.sh) carried in one of
+# the stash calls 2..4 (add ".devbin/llvk" to its carry), the device call also runs
+# `cyb-llm bench --backend wgpu` and `llama-bench -ngl 99` on the same GGUF (issue 5).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=.cache/models/gemma3/gemma-3-270m-q4_k_m.gguf
@@ -29,6 +33,11 @@ pack)
 stash)
   mkdir -p $W
   cp .devbin/gemma"$2"/* $W/
+  if [ -f .devbin/llvk/llama-bench-vulkan.xz ]; then
+    python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+      .devbin/llvk/llama-bench-vulkan.xz $W/llama-bench-vulkan
+    chmod +x $W/llama-bench-vulkan
+  fi
   ls $W
   ;;
 device)
@@ -46,6 +55,10 @@ device)
       -p "$PROMPT" --json --dispatch >"greedy-$1-$2.json"
     echo "$1 $2: $(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(repr(d["text"]), d["timings"]["decode_tok_s"])' "greedy-$1-$2.json")"
   done
+  if [ -x llama-bench-vulkan ]; then
+    ./cyb-llm bench gemma.model --backend wgpu -p 512 -n 128 -r 3
+    ./llama-bench-vulkan -m gemma.gguf -p 512 -n 128 -ngl 99 -r 3
+  fi
   ;;
 *)
   echo "usage: scripts/gemma-h200.sh pack|stash N|device" >&2
