@@ -41,13 +41,20 @@ pub(super) type MicroKernel =
 pub(super) type PairKernel =
     fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]);
 
-/// The micro-kernels of one path: one panel at a time, and optionally two.
+/// [`PairKernel`] over four consecutive packed panels (`acc[i * 4 * NR + j]`, panel `j / NR`
+/// from `(j / NR) * k * NR` on).
+pub(super) type QuadKernel =
+    fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 4 * NR]);
+
+/// The micro-kernels of one path: one panel at a time, and optionally two or four.
 #[derive(Clone, Copy)]
 pub(super) struct Micro {
     /// One panel.
     pub one: MicroKernel,
     /// Two panels, where the path has a kernel for them (used wherever two panels remain).
     pub pair: Option<PairKernel>,
+    /// Four panels, where the path has a kernel for them (used wherever four panels remain).
+    pub quad: Option<QuadKernel>,
 }
 
 /// The portable micro-kernel (plain Rust; the compiler vectorizes the inner loop).
@@ -246,20 +253,32 @@ fn block(
     let panels = packed.len() / (k * NR);
     let mut acc = [0.0f32; MR * NR];
     let mut acc2 = [0.0f32; MR * 2 * NR];
+    let mut acc4 = [0.0f32; MR * 4 * NR];
     let mut p = 0;
     while p < panels {
-        // Two panels at once where the path has a kernel for them and two remain.
-        let pair = micro.pair.filter(|_| p + 2 <= panels);
-        let width = if pair.is_some() { 2 } else { 1 };
+        // Four or two panels at once where the path has a kernel for them and they remain.
+        let quad = micro.quad.filter(|_| p + 4 <= panels);
+        let pair = micro.pair.filter(|_| quad.is_none() && p + 2 <= panels);
+        let width = if quad.is_some() {
+            4
+        } else if pair.is_some() {
+            2
+        } else {
+            1
+        };
         let b = &packed[p * k * NR..(p + width) * k * NR];
         let valid = rows.saturating_sub(p * NR).min(width * NR);
         for t in (0..n1 - n0).step_by(MR) {
-            let (out, stride): (&[f32], usize) = match pair {
-                Some(pair) => {
+            let (out, stride): (&[f32], usize) = match (quad, pair) {
+                (Some(quad), _) => {
+                    quad(&a[t * k..], k, b, k, &mut acc4);
+                    (&acc4, 4 * NR)
+                }
+                (None, Some(pair)) => {
                     pair(&a[t * k..], k, b, k, &mut acc2);
                     (&acc2, 2 * NR)
                 }
-                None => {
+                (None, None) => {
                     (micro.one)(&a[t * k..], k, b, k, &mut acc);
                     (&acc, NR)
                 }
@@ -283,7 +302,11 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
 
     fn one(one: MicroKernel) -> Micro {
-        Micro { one, pair: None }
+        Micro {
+            one,
+            pair: None,
+            quad: None,
+        }
     }
 
     fn micros() -> Vec<(&'static str, Micro)> {
@@ -296,13 +319,23 @@ mod tests {
                 "AVX2+FMA not detected"
             );
             v.push(("avx2", one(super::super::gemm_avx2::micro)));
-            // The AVX-512 pair kernel where the CPU has it (the dev VM and the H200 host do).
+            // The AVX-512 pair and quad kernels where the CPU has them (the dev VM and the
+            // H200 host do): pair alone, and both (quad first, pair and one for the rest).
             if super::super::gemm_avx512::detected() {
+                let one = super::super::gemm_avx2::micro;
                 let pair = Some(super::super::gemm_avx512::pair as PairKernel);
-                let micro = super::super::gemm_avx2::micro;
-                v.push(("avx512", Micro { one: micro, pair }));
+                let quad = Some(super::super::gemm_avx512::quad as QuadKernel);
+                v.push((
+                    "avx512 pair",
+                    Micro {
+                        one,
+                        pair,
+                        quad: None,
+                    },
+                ));
+                v.push(("avx512 quad", Micro { one, pair, quad }));
             } else {
-                eprintln!("AVX-512F not detected: the pair kernel is not tested here");
+                eprintln!("AVX-512F not detected: the pair and quad kernels are not tested here");
             }
         }
         #[cfg(target_arch = "aarch64")]

@@ -1,6 +1,6 @@
-//! The AVX-512 micro-kernel of [`super::gemm`]: a 6 x 32 tile (two packed panels of
-//! activations) in twelve 16-lane accumulators; per step two loads of packed activations,
-//! six weight broadcasts, twelve FMAs. Every output sums its products in the same order, with
+//! The AVX-512 micro-kernels of [`super::gemm`]: a 6 x 32 tile (two packed panels of
+//! activations) in twelve 16-lane accumulators (per step two loads of packed activations,
+//! six weight broadcasts, twelve FMAs) and a 6 x 64 tile (four panels) in twenty-four. Every output sums its products in the same order, with
 //! the same fused multiply-adds, as the AVX2 kernel does, so the results are identical.
 
 use super::gemm::{MR, NR};
@@ -14,39 +14,51 @@ pub(super) fn detected() -> bool {
 
 /// [`super::gemm::PairKernel`] with AVX-512F. Callers check [`detected`].
 pub(super) fn pair(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]) {
+    wide::<2>(a, lda, b, k, acc);
+}
+
+/// [`super::gemm::QuadKernel`] with AVX-512F: a 6 x 64 tile in twenty-four accumulators, per
+/// step four loads of packed activations and six weight broadcasts for twenty-four FMAs
+/// (the pair kernel needs eight loads for twelve). Callers check [`detected`].
+pub(super) fn quad(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 4 * NR]) {
+    wide::<4>(a, lda, b, k, acc);
+}
+
+/// `P` consecutive packed panels at once; `acc` holds `MR * P * NR` values.
+fn wide<const P: usize>(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32]) {
     assert!(
-        a.len() >= (MR - 1) * lda + k && b.len() >= 2 * k * NR,
-        "gemm: pair-tile bounds"
+        a.len() >= (MR - 1) * lda + k && b.len() >= P * k * NR && acc.len() >= MR * P * NR,
+        "gemm: wide-tile bounds"
     );
     assert!(detected(), "gemm: AVX-512F is not available on this CPU");
     // SAFETY: the bounds and the CPU feature were checked above.
-    unsafe { pair_imp(a.as_ptr(), lda, b.as_ptr(), k, acc) }
+    unsafe { wide_imp::<P>(a.as_ptr(), lda, b.as_ptr(), k, acc.as_mut_ptr()) }
 }
 
 #[target_feature(enable = "avx512f")]
-unsafe fn pair_imp(
+unsafe fn wide_imp<const P: usize>(
     a: *const f32,
     lda: usize,
     b: *const f32,
     k: usize,
-    acc: &mut [f32; MR * 2 * NR],
+    o: *mut f32,
 ) {
     let rows = [0, 1, 2, 3, 4, 5].map(|i| a.add(i * lda));
-    let b1 = b.add(k * NR);
-    let mut c = [[_mm512_setzero_ps(); 2]; MR];
+    let panels: [*const f32; P] = std::array::from_fn(|p| b.add(p * k * NR));
+    let mut c = [[_mm512_setzero_ps(); P]; MR];
     for kk in 0..k {
-        let p0 = _mm512_loadu_ps(b.add(kk * NR));
-        let p1 = _mm512_loadu_ps(b1.add(kk * NR));
-        // Fully unrolled over the six rows: the twelve accumulators stay in registers.
+        let bv: [__m512; P] = std::array::from_fn(|p| _mm512_loadu_ps(panels[p].add(kk * NR)));
+        // Fully unrolled over the six rows and P panels: the accumulators stay in registers.
         for (ci, row) in c.iter_mut().zip(&rows) {
             let v = _mm512_set1_ps(*row.add(kk));
-            ci[0] = _mm512_fmadd_ps(v, p0, ci[0]);
-            ci[1] = _mm512_fmadd_ps(v, p1, ci[1]);
+            for (cij, bj) in ci.iter_mut().zip(&bv) {
+                *cij = _mm512_fmadd_ps(v, *bj, *cij);
+            }
         }
     }
-    let o = acc.as_mut_ptr();
-    for (i, [lo, hi]) in c.into_iter().enumerate() {
-        _mm512_storeu_ps(o.add(i * 2 * NR), lo);
-        _mm512_storeu_ps(o.add(i * 2 * NR + NR), hi);
+    for (i, ci) in c.into_iter().enumerate() {
+        for (p, v) in ci.into_iter().enumerate() {
+            _mm512_storeu_ps(o.add(i * P * NR + p * NR), v);
+        }
     }
 }

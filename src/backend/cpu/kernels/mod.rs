@@ -233,11 +233,16 @@ fn gemm_micro(path: KernelPath) -> Option<gemm::Micro> {
         _ => return None,
     };
     #[cfg(target_arch = "x86_64")]
-    let pair = (path == KernelPath::Avx2 && gemm_avx512::detected())
-        .then_some(gemm_avx512::pair as gemm::PairKernel);
+    let (pair, quad) = {
+        let wide = path == KernelPath::Avx2 && gemm_avx512::detected();
+        (
+            wide.then_some(gemm_avx512::pair as gemm::PairKernel),
+            wide.then_some(gemm_avx512::quad as gemm::QuadKernel),
+        )
+    };
     #[cfg(not(target_arch = "x86_64"))]
-    let pair = None;
-    Some(gemm::Micro { one, pair })
+    let (pair, quad) = (None, None);
+    Some(gemm::Micro { one, pair, quad })
 }
 
 fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
