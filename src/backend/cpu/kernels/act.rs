@@ -5,8 +5,8 @@ use rayon::prelude::*;
 
 /// 32 activations as `d * qs[i]`, with `sum = sum(qs)` for the encodings with an offset.
 /// The scales are kept at the precision of ggml's `block_q8_0` / `block_q8_1` (f16), so that
-/// the integer kernels compute exactly the products llama.cpp's do and greedy decoding
-/// follows the same path at near-ties.
+/// the integer kernels multiply by the same scales as llama.cpp's (only summation orders
+/// differ) and greedy decoding follows llama.cpp's path wherever those do not decide.
 #[derive(Clone, Copy, Debug)]
 #[repr(C, align(8))]
 pub struct Q8Block {
