@@ -70,10 +70,14 @@ echo "sentences: $N ($(wc -w < "$WORK/texts.txt") words), all-MiniLM-L6-v2 f32, 
 echo
 echo "| batch | cyb-llm sentences/s | sentence-transformers sentences/s | ratio | min cosine |"
 echo "|---:|---:|---:|---:|---:|"
+# A pause before every measured run: a run that starts right after torch's exits measured up
+# to 25 % slower (both engines get the same pause).
 for b in $BATCHES; do
+  sleep "${PAUSE:-5}"
   "$WORK/cyb-llm" embed "$WORK/minilm.model" --file "$WORK/texts.txt" -b "$b" -t "$THREADS" \
     --backend cpu --timings >"$WORK/ours.jsonl" 2>"$WORK/ours.err"
   ours=$(sed -n 's/.* \([0-9.]*\) texts\/s.*/\1/p' "$WORK/ours.err")
+  sleep "${PAUSE:-5}"
   read -r st cos < <("$PY" "$WORK/st.py" "$SRC" "$WORK/texts.txt" "$THREADS" "$b" "$WORK/ours.jsonl" 2>/dev/null)
   ratio=$(awk -v a="$ours" -v b="$st" 'BEGIN { printf "%.2f", a / b }')
   echo "| $b | $ours | $st | ${ratio}x | $cos |"

@@ -166,7 +166,7 @@ pub(super) fn matmul(
             .zip(x.par_chunks(task_rows * k))
             .for_each(|(yt, xt)| {
                 SCRATCH.with_borrow_mut(|(packed, buf)| {
-                    pack(xt, k, packed);
+                    pack(xt, k, packed, micro.pair.is_some());
                     for n0 in (0..n).step_by(chunk) {
                         let cols = n0..(n0 + chunk).min(n);
                         block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
@@ -178,7 +178,7 @@ pub(super) fn matmul(
     // Few activation rows: tasks take blocks of weight rows, so that every weight is read
     // once (the product is bound by reading the weights), each into its own columns.
     let mut packed = Vec::new();
-    pack(x, k, &mut packed);
+    pack(x, k, &mut packed, micro.pair.is_some());
     let chunk = chunk.min(n.div_ceil(4 * threads).div_ceil(MR) * MR);
     let parts: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(chunk))
         .into_par_iter()
@@ -217,18 +217,29 @@ thread_local! {
 }
 
 /// Activation rows `x` (`k` values each) into `packed` as panels of [`NR`] rows,
-/// `panel[kk][j] = x[j][kk]`, zero past the last row.
-fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>) {
+/// `panel[kk][j] = x[j][kk]`, zero past the last row. With `wide` (the AVX-512 path) full
+/// panels go through a register transpose; the values are the same either way.
+fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>, wide: bool) {
     let rows = x.len() / k;
-    packed.clear();
     packed.resize(rows.div_ceil(NR) * k * NR, 0.0);
-    for (r, xr) in x.chunks_exact(k).enumerate() {
-        let (p, j) = (r / NR, r % NR);
-        let panel = &mut packed[p * k * NR..(p + 1) * k * NR];
-        for (dst, &v) in panel.iter_mut().skip(j).step_by(NR).zip(xr) {
-            *dst = v;
+    for (p, panel) in packed.chunks_exact_mut(k * NR).enumerate() {
+        let xs = &x[p * NR * k..((p + 1) * NR).min(rows) * k];
+        #[cfg(target_arch = "x86_64")]
+        if wide && xs.len() == NR * k {
+            super::gemm_avx512::pack_panel(xs, k, panel);
+            continue;
+        }
+        if xs.len() < NR * k {
+            panel.fill(0.0);
+        }
+        for (j, xr) in xs.chunks_exact(k).enumerate() {
+            for (dst, &v) in panel.iter_mut().skip(j).step_by(NR).zip(xr) {
+                *dst = v;
+            }
         }
     }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = wide;
 }
 
 /// The weight rows `cols` (output columns) against every packed panel: `y[r * ld + c - c0]`

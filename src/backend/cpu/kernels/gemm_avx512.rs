@@ -62,3 +62,65 @@ unsafe fn wide_imp<const P: usize>(
         }
     }
 }
+
+/// One full panel of [`NR`] activation rows (`x`: `NR` rows of `k` values) into `panel`
+/// (`panel[kk * NR + j] = x[j][kk]`), sixteen columns at a time through a 16 x 16 register
+/// transpose. Callers check [`detected`].
+pub(super) fn pack_panel(x: &[f32], k: usize, panel: &mut [f32]) {
+    assert!(
+        NR == 16 && x.len() >= NR * k && panel.len() >= k * NR,
+        "gemm: pack bounds"
+    );
+    assert!(detected(), "gemm: AVX-512F is not available on this CPU");
+    // SAFETY: the bounds and the CPU feature were checked above.
+    unsafe { pack_imp(x, k, panel) }
+}
+
+#[target_feature(enable = "avx512f")]
+unsafe fn pack_imp(x: &[f32], k: usize, panel: &mut [f32]) {
+    let k16 = k / 16 * 16;
+    for kk0 in (0..k16).step_by(16) {
+        // Row j's values kk0..kk0 + 16 (kk0 + 16 <= k), stored as columns at (kk0 + c) * NR.
+        let rows: [__m512; 16] =
+            std::array::from_fn(|j| _mm512_loadu_ps(x.as_ptr().add(j * k + kk0)));
+        for (c, v) in transpose16(rows).into_iter().enumerate() {
+            _mm512_storeu_ps(panel.as_mut_ptr().add((kk0 + c) * NR), v);
+        }
+    }
+    for kk in k16..k {
+        for j in 0..NR {
+            panel[kk * NR + j] = x[j * k + kk];
+        }
+    }
+}
+
+/// Sixteen rows of sixteen values to sixteen columns: `out[c]` lane `j` = `rows[j]` lane `c`.
+#[target_feature(enable = "avx512f")]
+unsafe fn transpose16(rows: [__m512; 16]) -> [__m512; 16] {
+    let mut t = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        t[2 * i] = _mm512_unpacklo_ps(rows[2 * i], rows[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(rows[2 * i], rows[2 * i + 1]);
+    }
+    let mut u = [_mm512_setzero_ps(); 16];
+    for i in 0..4 {
+        let (a, b, c, d) = (t[4 * i], t[4 * i + 1], t[4 * i + 2], t[4 * i + 3]);
+        u[4 * i] = _mm512_shuffle_ps::<0x44>(a, c);
+        u[4 * i + 1] = _mm512_shuffle_ps::<0xEE>(a, c);
+        u[4 * i + 2] = _mm512_shuffle_ps::<0x44>(b, d);
+        u[4 * i + 3] = _mm512_shuffle_ps::<0xEE>(b, d);
+    }
+    let mut v = [_mm512_setzero_ps(); 16];
+    for i in 0..4 {
+        v[i] = _mm512_shuffle_f32x4::<0x88>(u[i], u[4 + i]);
+        v[4 + i] = _mm512_shuffle_f32x4::<0xDD>(u[i], u[4 + i]);
+        v[8 + i] = _mm512_shuffle_f32x4::<0x88>(u[8 + i], u[12 + i]);
+        v[12 + i] = _mm512_shuffle_f32x4::<0xDD>(u[8 + i], u[12 + i]);
+    }
+    let mut o = [_mm512_setzero_ps(); 16];
+    for i in 0..8 {
+        o[i] = _mm512_shuffle_f32x4::<0x88>(v[i], v[8 + i]);
+        o[8 + i] = _mm512_shuffle_f32x4::<0xDD>(v[i], v[8 + i]);
+    }
+    o
+}
