@@ -3,6 +3,7 @@
 
 use super::super::reference::visible;
 use super::super::simd;
+#[cfg(target_arch = "x86_64")]
 use super::attention_rows;
 use super::par::chunks;
 use crate::backend::op::{Mask, RopeStyle};
@@ -109,6 +110,7 @@ pub(super) fn sdpa(
 ) {
     let group = (a.heads / a.kv_heads.max(1)).max(1);
     let work = (out.len() / a.dv.max(1)) * a.kv_len * (a.d + a.dv);
+    #[cfg(target_arch = "x86_64")]
     let rows_kernel = attention_rows::applies(a);
     chunks(
         pool,
@@ -122,6 +124,7 @@ pub(super) fn sdpa(
             let q0 = (i * a.heads + kh * group) * a.d;
             let qrows = &q[q0..q0 + group * a.d];
             let (start, end) = key_range(a.mask, p, a.kv_len);
+            #[cfg(target_arch = "x86_64")]
             if rows_kernel && start < end {
                 attention_rows::attend(a, qrows, k, v, kh, start..end, scores, o);
                 return;

@@ -8,6 +8,7 @@ use super::attention::SdpaArgs;
 use crate::backend::op::Mask;
 
 /// Query rows per register tile.
+#[cfg(target_arch = "x86_64")]
 const MR: usize = 6;
 /// Query rows per task (a multiple of [`MR`]).
 const QB: usize = 24;
@@ -386,9 +387,7 @@ pub(super) mod avx512 {
 
     /// Whether the call runs on these tiles: AVX-512F present and value heads in whole tiles.
     pub(super) fn applies(a: &SdpaArgs) -> bool {
-        static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
-            && a.dv.is_multiple_of(NR)
+        crate::backend::cpu::kernels::avx512_detected() && a.dv.is_multiple_of(NR)
     }
 
     #[target_feature(enable = "avx512f")]
@@ -484,7 +483,7 @@ mod tests {
     #[cfg(target_arch = "x86_64")]
     #[test]
     fn wide_vector_exp_equals_the_avx2_one() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
+        if !crate::backend::cpu::kernels::avx512_detected() {
             eprintln!("AVX-512F not detected: the 16-lane exp is not tested here");
             return;
         }

@@ -3,6 +3,7 @@
 //! head, every score `q . k_j` in 16-lane multiply-adds, a softmax over all of them with
 //! the vectorized exp, then `sum_j p_j v_j` accumulated in registers. No per-key calls
 //! and no online rescaling, which [`super::attention::sdpa`] needs for any length.
+//! x86-64 only (elsewhere [`super::attention::sdpa`] runs its general loop).
 
 use super::attention::SdpaArgs;
 use crate::backend::op::Mask;
@@ -15,22 +16,13 @@ const MAX_DV: usize = 128;
 /// Whether [`attend`] handles this call: AVX-512F, no mask, head sizes in whole vectors,
 /// value heads of at most [`MAX_DV`].
 pub(super) fn applies(a: &SdpaArgs) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
-            && matches!(a.mask, Mask::None)
-            && a.d > 0
-            && a.d.is_multiple_of(LANES)
-            && a.dv > 0
-            && a.dv.is_multiple_of(LANES)
-            && a.dv <= MAX_DV
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = a;
-        false
-    }
+    super::super::kernels::avx512_detected()
+        && matches!(a.mask, Mask::None)
+        && a.d > 0
+        && a.d.is_multiple_of(LANES)
+        && a.dv > 0
+        && a.dv.is_multiple_of(LANES)
+        && a.dv <= MAX_DV
 }
 
 /// `o [group, dv]` for the query heads `qrows [group, d]` that share KV head `kh`, over the
@@ -57,7 +49,6 @@ pub(super) fn attend(
         "attention rows: key range past the cache"
     );
     scores.resize(keys.len(), 0.0);
-    #[cfg(target_arch = "x86_64")]
     for (qr, og) in qrows.chunks_exact(d).zip(o.chunks_exact_mut(dv)) {
         let k = &k[(keys.start * hkv + kh) * d..];
         let v = &v[(keys.start * hkv + kh) * dv..];
@@ -79,7 +70,6 @@ pub(super) fn attend(
     }
 }
 
-#[cfg(target_arch = "x86_64")]
 mod avx512 {
     use super::LANES;
     use std::arch::x86_64::*;

@@ -23,18 +23,11 @@ const LANES: usize = 16;
 #[inline(always)]
 fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
-    if avx512() {
-        // SAFETY: the CPU has AVX-512F (checked by `avx512`).
+    if super::super::kernels::avx512_detected() {
+        // SAFETY: the CPU has AVX-512F (checked above).
         return unsafe { on_avx512(f) };
     }
     f()
-}
-
-/// Whether this CPU runs AVX-512F (checked once).
-#[cfg(target_arch = "x86_64")]
-fn avx512() -> bool {
-    static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
 }
 
 #[cfg(target_arch = "x86_64")]

@@ -5,6 +5,7 @@
 
 mod attention;
 pub(super) mod attention_block;
+#[cfg(target_arch = "x86_64")]
 mod attention_rows;
 mod elementwise;
 mod linear;

@@ -332,7 +332,7 @@ mod tests {
             v.push(("avx2", one(super::super::gemm_avx2::micro)));
             // The AVX-512 pair and quad kernels where the CPU has them (the dev VM and the
             // H200 host do): pair alone, and both (quad first, pair and one for the rest).
-            if super::super::gemm_avx512::detected() {
+            if super::super::avx512_detected() {
                 let one = super::super::gemm_avx2::micro;
                 let pair = Some(super::super::gemm_avx512::pair as PairKernel);
                 let quad = Some(super::super::gemm_avx512::quad as QuadKernel);

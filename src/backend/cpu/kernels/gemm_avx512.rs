@@ -1,25 +1,21 @@
 //! The AVX-512 micro-kernels of [`super::gemm`]: a 6 x 32 tile (two packed panels of
 //! activations) in twelve 16-lane accumulators (per step two loads of packed activations,
-//! six weight broadcasts, twelve FMAs) and a 6 x 64 tile (four panels) in twenty-four. Every output sums its products in the same order, with
-//! the same fused multiply-adds, as the AVX2 kernel does, so the results are identical.
+//! six weight broadcasts, twelve FMAs) and a 6 x 64 tile (four panels) in twenty-four. Every
+//! output sums its products in the same order, with the same fused multiply-adds, as the AVX2
+//! kernel does, so the results are identical.
 
+use super::avx512_detected;
 use super::gemm::{MR, NR};
 use std::arch::x86_64::*;
 
-/// Whether this CPU runs AVX-512F (checked once).
-pub(super) fn detected() -> bool {
-    static DETECTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
-}
-
-/// [`super::gemm::PairKernel`] with AVX-512F. Callers check [`detected`].
+/// [`super::gemm::PairKernel`] with AVX-512F. Callers check [`avx512_detected`].
 pub(super) fn pair(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]) {
     wide::<2>(a, lda, b, k, acc);
 }
 
 /// [`super::gemm::QuadKernel`] with AVX-512F: a 6 x 64 tile in twenty-four accumulators, per
 /// step four loads of packed activations and six weight broadcasts for twenty-four FMAs
-/// (the pair kernel needs eight loads for twelve). Callers check [`detected`].
+/// (the pair kernel needs eight loads for twelve). Callers check [`avx512_detected`].
 pub(super) fn quad(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 4 * NR]) {
     wide::<4>(a, lda, b, k, acc);
 }
@@ -30,7 +26,10 @@ fn wide<const P: usize>(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f
         a.len() >= (MR - 1) * lda + k && b.len() >= P * k * NR && acc.len() >= MR * P * NR,
         "gemm: wide-tile bounds"
     );
-    assert!(detected(), "gemm: AVX-512F is not available on this CPU");
+    assert!(
+        avx512_detected(),
+        "gemm: AVX-512F is not available on this CPU"
+    );
     // SAFETY: the bounds and the CPU feature were checked above.
     unsafe { wide_imp::<P>(a.as_ptr(), lda, b.as_ptr(), k, acc.as_mut_ptr()) }
 }
@@ -65,13 +64,16 @@ unsafe fn wide_imp<const P: usize>(
 
 /// One full panel of [`NR`] activation rows (`x`: `NR` rows of `k` values) into `panel`
 /// (`panel[kk * NR + j] = x[j][kk]`), sixteen columns at a time through a 16 x 16 register
-/// transpose. Callers check [`detected`].
+/// transpose. Callers check [`avx512_detected`].
 pub(super) fn pack_panel(x: &[f32], k: usize, panel: &mut [f32]) {
     assert!(
         NR == 16 && x.len() >= NR * k && panel.len() >= k * NR,
         "gemm: pack bounds"
     );
-    assert!(detected(), "gemm: AVX-512F is not available on this CPU");
+    assert!(
+        avx512_detected(),
+        "gemm: AVX-512F is not available on this CPU"
+    );
     // SAFETY: the bounds and the CPU feature were checked above.
     unsafe { pack_imp(x, k, panel) }
 }

@@ -90,6 +90,14 @@ fn avx2_detected() -> bool {
     }
 }
 
+/// Whether this CPU runs AVX-512F (checked once): the wide GEMM tiles here and the 16-lane
+/// attention and element-wise code of [`super::fast`].
+#[cfg(target_arch = "x86_64")]
+pub(in crate::backend::cpu) fn avx512_detected() -> bool {
+    static DETECTED: OnceLock<bool> = OnceLock::new();
+    *DETECTED.get_or_init(|| std::arch::is_x86_feature_detected!("avx512f"))
+}
+
 static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
 
 /// Forces [`matvec`] / [`matmul`] onto the portable path (`true`) or back to the best one.
@@ -234,7 +242,7 @@ fn gemm_micro(path: KernelPath) -> Option<gemm::Micro> {
     };
     #[cfg(target_arch = "x86_64")]
     let (pair, quad) = {
-        let wide = path == KernelPath::Avx2 && gemm_avx512::detected();
+        let wide = path == KernelPath::Avx2 && avx512_detected();
         (
             wide.then_some(gemm_avx512::pair as gemm::PairKernel),
             wide.then_some(gemm_avx512::quad as gemm::QuadKernel),
