@@ -9,8 +9,8 @@ fn main(
     @builtin(subgroup_id) sg: u32,
     @builtin(num_subgroups) nsg: u32,
 ) {
-    let n0 = flat_group(wid) * NR;
-    let s = subgroupAdd(mv_acc(n0, t));
+    let g = flat_group(wid);
+    let s = subgroupAdd(mv_acc(mv_rows(g), t));
     if lane == 0u {
         part[sg] = s;
     }
@@ -20,6 +20,6 @@ fn main(
         for (var i = 0u; i < nsg; i++) {
             tot += part[i];
         }
-        mv_store(n0, tot);
+        mv_store(g, tot);
     }
 }

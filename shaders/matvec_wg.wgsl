@@ -3,8 +3,8 @@ var<workgroup> part: array<vec4<f32>, MV_WG>;
 
 @compute @workgroup_size(MV_WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-    let n0 = flat_group(wid) * NR;
-    part[t] = mv_acc(n0, t);
+    let g = flat_group(wid);
+    part[t] = mv_acc(mv_rows(g), t);
     workgroupBarrier();
     for (var s = MV_WG / 2u; s > 0u; s >>= 1u) {
         if t < s {
@@ -13,6 +13,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         workgroupBarrier();
     }
     if t == 0u {
-        mv_store(n0, part[0]);
+        mv_store(g, part[0]);
     }
 }

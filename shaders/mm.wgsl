@@ -2,7 +2,8 @@
 // encoding, several input rows (prefill). Each workgroup computes NR weight
 // rows x TM input rows: every part of a weight block is decoded once (whole
 // words, `mv_dq` in shaders/dequant.wgsl) and used for TM input rows.
-// a = (M, N in chunk, K, row bytes), b = (n_off, y row stride).
+// a = (M, N rows used, K, row bytes), b = (n_off, y row stride, first row
+// of the chunk used).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
@@ -33,10 +34,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let n0 = flat_group(wid) * NR;
     let m0 = wid.z * TM;
     let last = p.a.y - 1u;
-    let r0 = min(n0, last) * p.a.w;
-    let r1 = min(n0 + 1u, last) * p.a.w;
-    let r2 = min(n0 + 2u, last) * p.a.w;
-    let r3 = min(n0 + 3u, last) * p.a.w;
+    let r0 = (p.b.z + min(n0, last)) * p.a.w;
+    let r1 = (p.b.z + min(n0 + 1u, last)) * p.a.w;
+    let r2 = (p.b.z + min(n0 + 2u, last)) * p.a.w;
+    let r3 = (p.b.z + min(n0 + 3u, last)) * p.a.w;
     let parts = ((kk + 31u) / 32u) * 4u;
     var acc: array<vec4<f32>, TM>;
     for (var e = t; e < parts; e += MM_WG) {

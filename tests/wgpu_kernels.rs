@@ -162,6 +162,59 @@ fn fused_ops_match_reference() {
     }
 }
 
+/// FusedQkv and FusedSwiGlu on weights of one encoding, which the backend lays
+/// end to end in one buffer (one matvec dispatch for a single input row, one
+/// mm dispatch per part otherwise): row counts no multiple of the kernels' 4
+/// (or 2 for SwiGLU) rows per workgroup, K over several loop turns, with and
+/// without subgroups.
+#[test]
+fn fused_weights_of_one_encoding_match_reference() {
+    let mut r = rng("fused_weights_of_one_encoding_match_reference");
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4K, DType::F16] {
+        let k = if dtype.block_values() == 256 { 2304 } else { 2080 };
+        let wq = rand_weight(&mut r, &[42, k], dtype);
+        let wk = rand_weight(&mut r, &[13, k], dtype);
+        let wv = rand_weight(&mut r, &[13, k], dtype);
+        let wg = rand_weight(&mut r, &[51, k], dtype);
+        let wu = rand_weight(&mut r, &[51, k], dtype);
+        for m in [1, 5] {
+            let x = rand_tensor(&mut r, &[m, k]);
+            let floor = matmul_typical(&x, &wq);
+            for g in [gpu(), &plain] {
+                let qkv = [x.clone(), wq.clone(), wk.clone(), wv.clone()];
+                check_on(g, &Op::FusedQkv, &qkv, 1e-4, floor);
+                let glu = [x.clone(), wg.clone(), wu.clone()];
+                check_on(g, &Op::FusedSwiGlu, &glu, 1e-4, 0.0);
+            }
+        }
+    }
+}
+
+/// The residual add fused into the norm kernel, and the norms, on rows longer
+/// than one pass of its 256 threads, with and without subgroups.
+#[test]
+fn skip_norm_long_rows_match_reference() {
+    let mut r = rng("skip_norm_long_rows_match_reference");
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    for d in [300, 4099] {
+        let x = rand_tensor(&mut r, &[3, d]);
+        let skip = rand_tensor(&mut r, &[3, d]);
+        let gain = rand_tensor(&mut r, &[d]);
+        let bias = rand_tensor(&mut r, &[d]);
+        for g in [gpu(), &plain] {
+            for add_one in [false, true] {
+                let op = Op::FusedSkipNorm { eps: 1e-6, add_one };
+                check_on(g, &op, &[x.clone(), skip.clone(), gain.clone()], 1e-5, 0.0);
+                let op = Op::RmsNorm { eps: 1e-6, add_one };
+                check_on(g, &op, &[x.clone(), gain.clone()], 1e-5, 0.0);
+            }
+            let op = Op::LayerNorm { eps: 1e-5 };
+            check_on(g, &op, &[x.clone(), gain.clone(), bias.clone()], 1e-5, 0.0);
+        }
+    }
+}
+
 #[test]
 fn norms_match_reference() {
     let mut r = rng("norms_match_reference");

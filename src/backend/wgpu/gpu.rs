@@ -114,7 +114,9 @@ pub struct Gpu {
     params: wgpu::Buffer,
     pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
     rec: Mutex<Recorder>,
-    weights: Mutex<HashMap<WeightKey, (Alive, Arc<Weight>)>>,
+    /// Uploaded weights by the identity of their parts (one part, or the
+    /// weights of a fused op laid end to end).
+    weights: Mutex<HashMap<Vec<WeightKey>, (Vec<Alive>, Arc<Weight>)>>,
     bind_groups: Mutex<BindGroups>,
     profiler: Option<Profiler>,
 }
@@ -169,17 +171,36 @@ fn shader(file: &str, embedded: &'static str) -> std::borrow::Cow<'static, str> 
         )
 }
 
-fn kernel_source(name: &str) -> Option<&'static str> {
+/// The shader files of kernel `name`, in order (after common.wgsl and, for a
+/// kernel with a dtype, dequant.wgsl): its body, then the pieces it is made of.
+fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'static str)>> {
+    macro_rules! file {
+        ($n:literal) => {
+            ($n, include_str!(concat!("../../../shaders/", $n)))
+        };
+    }
+    let reduce = if subgroups {
+        file!("reduce_sg.wgsl")
+    } else {
+        file!("reduce_wg.wgsl")
+    };
+    let mv_reduce = if subgroups {
+        file!("matvec_sg.wgsl")
+    } else {
+        file!("matvec_wg.wgsl")
+    };
     Some(match name {
-        "mm" => include_str!("../../../shaders/mm.wgsl"),
-        "embed" => include_str!("../../../shaders/embed.wgsl"),
-        "elementwise" => include_str!("../../../shaders/elementwise.wgsl"),
-        "norm" => include_str!("../../../shaders/norm.wgsl"),
-        "softmax" => include_str!("../../../shaders/softmax.wgsl"),
-        "argmax" => include_str!("../../../shaders/argmax.wgsl"),
-        "rope" => include_str!("../../../shaders/rope.wgsl"),
-        "attention" => include_str!("../../../shaders/attention.wgsl"),
-        "matvec" => include_str!("../../../shaders/matvec.wgsl"),
+        "mm" => vec![file!("mm.wgsl")],
+        "embed" => vec![file!("embed.wgsl")],
+        "elementwise" => vec![file!("elementwise.wgsl")],
+        "norm" => vec![file!("norm.wgsl"), reduce],
+        "softmax" => vec![file!("softmax.wgsl")],
+        "argmax" => vec![file!("argmax.wgsl")],
+        "rope" => vec![file!("rope.wgsl")],
+        "attention" => vec![file!("attention.wgsl")],
+        "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
+        "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
+        "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
         _ => return None,
     })
 }
@@ -288,7 +309,7 @@ impl Gpu {
     fn evict_dead(&self) -> usize {
         let mut map = lock(&self.weights);
         let before = map.len();
-        map.retain(|_, (alive, _)| alive.alive());
+        map.retain(|_, (alive, _)| alive.iter().all(Alive::alive));
         if map.len() < before {
             lock(&self.bind_groups).clear();
         }
@@ -372,7 +393,8 @@ impl Gpu {
             return Ok(p.clone());
         }
         let (kernel, dtype) = key.split_once(':').unwrap_or((key, ""));
-        let body = kernel_source(kernel).ok_or_else(|| ExecutionError::UnsupportedOp {
+        let subgroups = self.features.contains(wgpu::Features::SUBGROUP);
+        let files = kernel_files(kernel, subgroups).ok_or_else(|| ExecutionError::UnsupportedOp {
             op: format!("kernel {kernel}"),
             backend: "wgpu".into(),
             input_dtype: DType::F32,
@@ -392,19 +414,8 @@ impl Gpu {
                 }
             ));
         }
-        src.push_str(&shader(&format!("{kernel}.wgsl"), body));
-        if kernel == "matvec" {
-            src.push_str(&if self.features.contains(wgpu::Features::SUBGROUP) {
-                shader(
-                    "matvec_sg.wgsl",
-                    include_str!("../../../shaders/matvec_sg.wgsl"),
-                )
-            } else {
-                shader(
-                    "matvec_wg.wgsl",
-                    include_str!("../../../shaders/matvec_wg.wgsl"),
-                )
-            });
+        for (file, body) in files {
+            src.push_str(&shader(file, body));
         }
         let module = self
             .device
@@ -710,7 +721,7 @@ impl Gpu {
             _ => (None, None),
         };
         if let Some(k) = &key {
-            if let Some((_, w)) = lock(&self.weights).get(k) {
+            if let Some((_, w)) = lock(&self.weights).get(std::slice::from_ref(k)) {
                 return Ok(w.clone());
             }
         }
@@ -732,9 +743,59 @@ impl Gpu {
         let w = Arc::new(w);
         if let (Some(k), Some(a)) = (key, alive) {
             self.evict_dead();
-            lock(&self.weights).insert(k, (a, w.clone()));
+            lock(&self.weights).insert(vec![k], (vec![a], w.clone()));
         }
         Ok(w)
+    }
+
+    /// The rows of `parts` (host weights of one encoding, `row_values` values
+    /// per row) laid end to end in one buffer, uploaded once, as the fused
+    /// kernels read them; None when they differ in encoding, are not raw host
+    /// bytes, or together exceed one binding (callers then use the parts).
+    pub fn fused_weight(
+        &self,
+        parts: &[&Tensor],
+        row_values: usize,
+    ) -> Result<Option<Arc<Weight>>, ExecutionError> {
+        let Some(dtype) = parts.first().map(|t| t.dtype()) else {
+            return Ok(None);
+        };
+        let row_bytes = dtype.byte_size(&[row_values]).unwrap_or(0) as usize;
+        let mut keys = Vec::new();
+        let mut alive = Vec::new();
+        let mut total = 0;
+        for t in parts {
+            let Storage::Bytes(b) = t.storage() else {
+                return Ok(None);
+            };
+            if t.dtype() != dtype {
+                return Ok(None);
+            }
+            let (owner, range, weak) = b.identity();
+            total += range.len();
+            keys.push(WeightKey {
+                owner,
+                start: range.start,
+                end: range.end,
+                row_values,
+                as_f32: false,
+            });
+            alive.push(Alive::Bytes(weak));
+        }
+        if row_bytes == 0 || total % row_bytes != 0 || total as u64 + 4 > self.max_binding() {
+            return Ok(None);
+        }
+        if let Some((_, w)) = lock(&self.weights).get(&keys) {
+            return Ok(Some(w.clone()));
+        }
+        let mut bytes = Vec::with_capacity(total);
+        for t in parts {
+            bytes.extend_from_slice(t.as_bytes().unwrap_or_default());
+        }
+        let w = Arc::new(self.upload_rows(&bytes, row_bytes)?);
+        self.evict_dead();
+        lock(&self.weights).insert(keys, (alive, w.clone()));
+        Ok(Some(w))
     }
 
     /// Weights currently cached (for tests of the lifecycle).

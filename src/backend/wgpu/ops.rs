@@ -103,6 +103,100 @@ fn matmul(
     })
 }
 
+/// Products of `x` with consecutive row ranges (`rows` each) of the fused
+/// weight `w` (one chunk, from [`Gpu::fused_weight`]), range `i` into `ys[i]`:
+/// for one input row and three ranges (Q, K, V) one matvec dispatch, else one
+/// mm dispatch per range.
+#[allow(clippy::too_many_arguments)]
+fn fused_products(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    m: usize,
+    k: usize,
+    w: &Weight,
+    dtype: DType,
+    rows: &[usize],
+    ys: &[&wgpu::Buffer],
+) -> Result<(), ExecutionError> {
+    let name = deq_name(dtype).ok_or_else(|| unsupported("FusedQkv", dtype))?;
+    let c = single_chunk(w)?;
+    if let ([q, kr, v], [yq, yk, yv], 1) = (rows, ys, m) {
+        let n = q + kr + v;
+        let mut p: Params = [0; 32];
+        p[..4].copy_from_slice(&[1, n as u32, k as u32, w.row_bytes as u32]);
+        p[8] = *q as u32;
+        p[9] = (q + kr) as u32;
+        return gpu.dispatch(
+            rec,
+            &format!("matvec_qkv:{name}"),
+            &[&c.buf, x, yq, yk, yv],
+            p,
+            n.div_ceil(MV_ROWS) as u64,
+            1,
+        );
+    }
+    let mut base = 0;
+    for (&n, y) in rows.iter().zip(ys) {
+        let mut p: Params = [0; 32];
+        p[..7].copy_from_slice(&[
+            m as u32,
+            n as u32,
+            k as u32,
+            w.row_bytes as u32,
+            0,
+            n as u32,
+            base as u32,
+        ]);
+        gpu.dispatch(
+            rec,
+            &format!("mm:{name}"),
+            &[&c.buf, x, y],
+            p,
+            n.div_ceil(MV_ROWS) as u64,
+            m.div_ceil(TM) as u32,
+        )?;
+        base += n;
+    }
+    Ok(())
+}
+
+/// SwiGLU of one input row against the fused gate-then-up weight `w` (`n`
+/// rows each): silu(gate) * up in one matvec dispatch.
+#[allow(clippy::too_many_arguments)]
+fn fused_glu(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    k: usize,
+    w: &Weight,
+    dtype: DType,
+    n: usize,
+    y: &wgpu::Buffer,
+) -> Result<(), ExecutionError> {
+    let name = deq_name(dtype).ok_or_else(|| unsupported("FusedSwiGlu", dtype))?;
+    let c = single_chunk(w)?;
+    let mut p: Params = [0; 32];
+    p[..4].copy_from_slice(&[1, (2 * n) as u32, k as u32, w.row_bytes as u32]);
+    p[8] = n as u32;
+    gpu.dispatch(
+        rec,
+        &format!("matvec_glu:{name}"),
+        &[&c.buf, x, y],
+        p,
+        n.div_ceil(2) as u64,
+        1,
+    )
+}
+
+/// The one chunk of a fused weight.
+fn single_chunk(w: &Weight) -> Result<&super::gpu::Chunk, ExecutionError> {
+    match w.chunks.as_slice() {
+        [c] => Ok(c),
+        _ => Err(unsupported("fused weight larger than one binding", DType::F32)),
+    }
+}
+
 /// Fetches (uploading once) weight `t` and runs `body` with it.
 fn with_weight(
     gpu: &Gpu,
@@ -192,6 +286,7 @@ fn elementwise(
     )
 }
 
+/// A row-wise norm of `x` (or of `x + skip.0`, written to `skip.1`) into `y`.
 #[allow(clippy::too_many_arguments)]
 fn norm(
     gpu: &Gpu,
@@ -203,17 +298,20 @@ fn norm(
     eps: f32,
     g: &wgpu::Buffer,
     bias: Option<&wgpu::Buffer>,
+    skip: Option<(&wgpu::Buffer, &wgpu::Buffer)>,
     y: &wgpu::Buffer,
 ) -> Result<(), ExecutionError> {
     let mut p: Params = [0; 32];
     p[0] = rows as u32;
     p[1] = d as u32;
-    p[2] = mode;
+    p[2] = mode | if skip.is_some() { 4 } else { 0 };
     p[4] = f(eps);
+    // Without a residual, `r` and `s` are bound to buffers the kernel leaves alone.
+    let (r, s) = skip.unwrap_or((g, y));
     gpu.dispatch(
         rec,
         "norm",
-        &[x, g, bias.unwrap_or(g), y],
+        &[x, r, g, bias.unwrap_or(g), y, s],
         p,
         rows as u64,
         1,
@@ -253,10 +351,24 @@ pub fn run(
             let m = inputs[0].numel() / k.max(1);
             let x = act(gpu, rec, &inputs[0])?;
             let mut res = Vec::new();
-            for (w, info) in inputs[1..].iter().zip(outs) {
+            let mut ys = Vec::new();
+            for info in outs {
                 let (t, y) = out(gpu, rec, info)?;
-                matmul(gpu, rec, &x, m, k, w, &y)?;
                 res.push(t);
+                ys.push(y);
+            }
+            let parts: Vec<&Tensor> = inputs[1..].iter().collect();
+            match gpu.fused_weight(&parts, k)? {
+                Some(w) => {
+                    let rows: Vec<usize> = parts.iter().map(|t| t.shape()[0]).collect();
+                    let ys: Vec<&wgpu::Buffer> = ys.iter().collect();
+                    fused_products(gpu, rec, &x, m, k, &w, parts[0].dtype(), &rows, &ys)?;
+                }
+                None => {
+                    for (w, y) in parts.iter().zip(&ys) {
+                        matmul(gpu, rec, &x, m, k, w, y)?;
+                    }
+                }
             }
             Ok(res)
         }
@@ -264,13 +376,35 @@ pub fn run(
             let k = last(&inputs[0]);
             let m = inputs[0].numel() / k.max(1);
             let x = act(gpu, rec, &inputs[0])?;
-            let (_tg, g) = out(gpu, rec, &outs[0])?;
-            let (_tu, u) = out(gpu, rec, &outs[0])?;
-            matmul(gpu, rec, &x, m, k, &inputs[1], &g)?;
-            matmul(gpu, rec, &x, m, k, &inputs[2], &u)?;
             let (t, y) = out(gpu, rec, &outs[0])?;
+            let n = inputs[1].shape()[0];
             let s = outs[0].shape.as_slice();
-            elementwise(gpu, rec, 4, (&g, s), Some((&u, s)), [0.0; 2], (&y, s))?;
+            let fused = gpu.fused_weight(&[&inputs[1], &inputs[2]], k)?;
+            match fused {
+                Some(w) if m == 1 => fused_glu(gpu, rec, &x, k, &w, inputs[1].dtype(), n, &y)?,
+                _ => {
+                    let (_tg, g) = out(gpu, rec, &outs[0])?;
+                    let (_tu, u) = out(gpu, rec, &outs[0])?;
+                    match &fused {
+                        Some(w) => fused_products(
+                            gpu,
+                            rec,
+                            &x,
+                            m,
+                            k,
+                            w,
+                            inputs[1].dtype(),
+                            &[n, n],
+                            &[&g, &u],
+                        )?,
+                        None => {
+                            matmul(gpu, rec, &x, m, k, &inputs[1], &g)?;
+                            matmul(gpu, rec, &x, m, k, &inputs[2], &u)?;
+                        }
+                    }
+                    elementwise(gpu, rec, 4, (&g, s), Some((&u, s)), [0.0; 2], (&y, s))?;
+                }
+            }
             Ok(vec![t])
         }
         Op::FusedNormMatmul { eps, add_one } => {
@@ -289,6 +423,7 @@ pub fn run(
                 *eps,
                 &g,
                 None,
+                None,
                 &normed,
             )?;
             let (t, y) = out(gpu, rec, &outs[0])?;
@@ -302,19 +437,18 @@ pub fn run(
             let b = act(gpu, rec, &inputs[1])?;
             let g = vector(gpu, &inputs[2])?;
             let (tsum, sum) = out(gpu, rec, &outs[1])?;
-            let s = outs[1].shape.as_slice();
-            elementwise(gpu, rec, 0, (&a, s), Some((&b, s)), [0.0; 2], (&sum, s))?;
             let (tn, y) = out(gpu, rec, &outs[0])?;
             norm(
                 gpu,
                 rec,
-                &sum,
+                &a,
                 rows,
                 d,
                 rms_mode(*add_one),
                 *eps,
                 &g,
                 None,
+                Some((&b, &sum)),
                 &y,
             )?;
             Ok(vec![tn, tsum])
@@ -335,6 +469,7 @@ pub fn run(
                 *eps,
                 &g,
                 None,
+                None,
                 &y,
             )?;
             Ok(vec![t])
@@ -347,7 +482,7 @@ pub fn run(
             let b = inputs.get(2).map(|b| vector(gpu, b)).transpose()?;
             let (t, y) = out(gpu, rec, &outs[0])?;
             let mode = if b.is_some() { 2 } else { 3 };
-            norm(gpu, rec, &x, rows, d, mode, *eps, &g, b.as_ref(), &y)?;
+            norm(gpu, rec, &x, rows, d, mode, *eps, &g, b.as_ref(), None, &y)?;
             Ok(vec![t])
         }
         Op::Add | Op::Sub | Op::Mul | Op::Div | Op::SwiGlu | Op::GeGlu => {

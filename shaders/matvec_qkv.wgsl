@@ -1,0 +1,25 @@
+// matvec.wgsl's output for one weight holding the rows of Q, K and V one after
+// the other (c.x = rows of Q, c.y = rows of Q and K): rows n0 .. n0 + NR, each
+// sum into the output its row belongs to.
+@group(0) @binding(2) var<storage, read_write> yq: array<f32>;
+@group(0) @binding(3) var<storage, read_write> yk: array<f32>;
+@group(0) @binding(4) var<storage, read_write> yv: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
+
+fn mv_rows(g: u32) -> vec4<u32> {
+    return min(vec4<u32>(g * NR) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.a.y - 1u));
+}
+
+fn mv_store(g: u32, v: vec4<f32>) {
+    let n0 = g * NR;
+    for (var r = 0u; r < NR; r++) {
+        let n = n0 + r;
+        if n < p.c.x {
+            yq[n] = v[r];
+        } else if n < p.c.y {
+            yk[n - p.c.x] = v[r];
+        } else if n < p.a.y {
+            yv[n - p.c.y] = v[r];
+        }
+    }
+}

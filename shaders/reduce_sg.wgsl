@@ -1,0 +1,23 @@
+// Workgroup sum through subgroup operations (SUBGROUP feature): one subgroupAdd,
+// one workgroup-memory step over the subgroups' partial sums.
+struct Lanes {
+    @builtin(subgroup_invocation_id) lane: u32,
+    @builtin(subgroup_id) sg: u32,
+    @builtin(num_subgroups) nsg: u32,
+}
+
+var<workgroup> red: array<f32, 256>;
+
+fn reduce_sum(t: u32, v: f32, l: Lanes) -> f32 {
+    let s = subgroupAdd(v);
+    if l.lane == 0u {
+        red[l.sg] = s;
+    }
+    workgroupBarrier();
+    var total = 0.0;
+    for (var i = 0u; i < l.nsg; i++) {
+        total += red[i];
+    }
+    workgroupBarrier();
+    return total;
+}
