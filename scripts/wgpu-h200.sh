@@ -17,6 +17,11 @@
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
 # smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
+# l8b: (carry .gl .wgbin .devbin/llvk) the bench phase's 8B part alone, for
+#   kernel work: tiny parity, host times (CYB_WGPU_PROFILE=host) and the
+#   per-kernel profile, tg128 of the default kernels and of the decode matvec
+#   variants (q4_0 pair kernel at 32/128 threads, the generic kernel), then
+#   llama.cpp-Vulkan on the same GGUF.
 #
 # llama.cpp's Vulkan backend on the same GGUFs, in the same calls (issue 5):
 # scripts/build-llamacpp-vulkan.sh makes .devbin/llvk/llama-bench-vulkan.xz;
@@ -55,7 +60,40 @@ parity() { # model label: wgpu (twice) against the reference backend (the arbite
   say "$2 cpu      : $c"; say "$2 reference: $r"; say "$2 wgpu     : $w"; say "$2 wgpu again: $w2"
   [ "$r" = "$w" ] && [ "$w" = "$w2" ] && say "$2 PARITY wgpu = reference OK" || say "$2 PARITY FAIL"
 }
+variant() { # label dir: tg128 of the 8B model with the shaders in dir
+  say "8b tg128, $1"
+  CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+}
 case $phase in
+l8b)
+  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
+  chmod +x $B
+  nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
+  $B backends
+  export PYTHONPATH=$PWD/.wgbin/py
+  python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/tiny.gguf --shape tiny
+  $B import $M/tiny.gguf -o $M/tiny.model >/dev/null
+  parity $M/tiny.model tiny
+  python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
+  $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
+  for n in 1 64; do
+    say "8b host times, run -n $n"
+    CYB_WGPU_PROFILE=host $B run $M/l8b.model -p "The capital of France is" -n $n --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+  say "8b profile (run -n 64, then -n 1, CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  V=$M/variants; mkdir -p $V/t32 $V/t128
+  sed 's/const MV_WG: u32 = 64u;/const MV_WG: u32 = 32u;/' shaders/matvec_q4_0_pairs.wgsl > $V/t32/matvec_q4_0_pairs.wgsl
+  sed 's/const MV_WG: u32 = 64u;/const MV_WG: u32 = 128u;/' shaders/matvec_q4_0_pairs.wgsl > $V/t128/matvec_q4_0_pairs.wgsl
+  variant "pair kernel, 32 threads" $V/t32
+  variant "pair kernel, 128 threads" $V/t128
+  say "8b tg128, generic matvec (CYB_WGPU_NO_PAIRS=1)"
+  CYB_WGPU_NO_PAIRS=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+  ;;
 bench)
   cp .xfer1/* $M/
   if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $M/; else gunzip -c .wgbin/cyb-llm.gz >$B && chmod +x $B; fi

@@ -3,6 +3,9 @@
 // 3 LayerNorm * g. mode & 4: the row is x + r (a residual add), also written
 // to s. `reduce_sum` is appended (reduce_sg.wgsl with subgroups,
 // reduce_wg.wgsl without); its `Lanes` are this entry point's extra builtins.
+// Each thread keeps its first NV groups of 4 values in registers (rows up to
+// 4 * NV * WG values are read once, with all loads in flight together);
+// values past those are read again in the later passes.
 @group(0) @binding(0) var<storage, read> x: array<f32>;
 @group(0) @binding(1) var<storage, read> r: array<f32>;
 @group(0) @binding(2) var<storage, read> g: array<f32>;
@@ -12,6 +15,36 @@
 @group(0) @binding(6) var<uniform> p: Params;
 
 const WG: u32 = 256u;
+const NV: u32 = 4u;
+
+// Values k .. k + 4 of the row at `base` (x + r when adding), zero past D.
+fn load4(base: u32, k: u32, d: u32, skip: bool) -> vec4<f32> {
+    var v = vec4<f32>();
+    for (var i = 0u; i < 4u; i++) {
+        if k + i < d {
+            v[i] = x[base + k + i];
+            if skip {
+                v[i] += r[base + k + i];
+            }
+        }
+    }
+    return v;
+}
+
+fn store4(base: u32, k: u32, d: u32, v: vec4<f32>, mean: f32, inv: f32, mode: u32) {
+    for (var i = 0u; i < 4u; i++) {
+        let kk = k + i;
+        if kk < d {
+            let u = (v[i] - mean) * inv;
+            switch mode {
+                case 0u: { y[base + kk] = u * g[kk]; }
+                case 1u: { y[base + kk] = u * (1.0 + g[kk]); }
+                case 2u: { y[base + kk] = u * g[kk] + bias[kk]; }
+                default: { y[base + kk] = u * g[kk]; }
+            }
+        }
+    }
+}
 
 @compute @workgroup_size(256)
 fn main(
@@ -20,50 +53,57 @@ fn main(
     lanes: Lanes,
 ) {
     let row = flat_group(wid);
-    let d = p.a.y;
+    let d = select(0u, p.a.y, row < p.a.x);
     let mode = p.a.z & 3u;
     let skip = (p.a.z & 4u) != 0u;
     let eps = bitcast<f32>(p.b.x);
-    let valid = row < p.a.x;
-    let base = row * d;
-    // Each thread's values stay in registers between the passes when they fit
-    // (D <= 4 * WG); longer rows are read again.
-    var mean = 0.0;
+    let base = row * p.a.y;
+    let held = 4u * NV * WG;
+    var v: array<vec4<f32>, NV>;
     var sum = 0.0;
     var sq = 0.0;
-    if valid {
-        for (var k = t; k < d; k += WG) {
-            var v = x[base + k];
-            if skip {
-                v += r[base + k];
-                s[base + k] = v;
+    for (var i = 0u; i < NV; i++) {
+        v[i] = load4(base, 4u * (i * WG + t), d, skip);
+    }
+    for (var i = 0u; i < NV; i++) {
+        sum += dot(v[i], vec4<f32>(1.0));
+        sq += dot(v[i], v[i]);
+        let k = 4u * (i * WG + t);
+        if skip && k < d {
+            for (var j = 0u; j < 4u && k + j < d; j++) {
+                s[base + k + j] = v[i][j];
             }
-            sum += v;
-            sq += v * v;
         }
     }
+    for (var k = held + t; k < d; k += WG) {
+        var u = x[base + k];
+        if skip {
+            u += r[base + k];
+            s[base + k] = u;
+        }
+        sum += u;
+        sq += u * u;
+    }
+    var mean = 0.0;
     if mode >= 2u {
-        mean = reduce_sum(t, sum, lanes) / f32(d);
+        mean = reduce_sum(t, sum, lanes) / f32(max(d, 1u));
         sq = 0.0;
-        if valid {
-            for (var k = t; k < d; k += WG) {
-                let v = row_value(base + k, skip) - mean;
-                sq += v * v;
-            }
+        for (var i = 0u; i < NV; i++) {
+            let k = 4u * (i * WG + t);
+            let c = select(vec4<f32>(), v[i] - vec4<f32>(mean), vec4<u32>(k) + vec4<u32>(0u, 1u, 2u, 3u) < vec4<u32>(d));
+            sq += dot(c, c);
+        }
+        for (var k = held + t; k < d; k += WG) {
+            let u = row_value(base + k, skip) - mean;
+            sq += u * u;
         }
     }
-    let inv = 1.0 / sqrt(reduce_sum(t, sq, lanes) / f32(d) + eps);
-    if !valid {
-        return;
+    let inv = 1.0 / sqrt(reduce_sum(t, sq, lanes) / f32(max(d, 1u)) + eps);
+    for (var i = 0u; i < NV; i++) {
+        store4(base, 4u * (i * WG + t), d, v[i], mean, inv, mode);
     }
-    for (var k = t; k < d; k += WG) {
-        let v = (row_value(base + k, skip) - mean) * inv;
-        switch mode {
-            case 0u: { y[base + k] = v * g[k]; }
-            case 1u: { y[base + k] = v * (1.0 + g[k]); }
-            case 2u: { y[base + k] = v * g[k] + bias[k]; }
-            default: { y[base + k] = v * g[k]; }
-        }
+    for (var k = held + t; k < d; k += WG) {
+        store4(base, k, k + 1u, vec4<f32>(row_value(base + k, skip)), mean, inv, mode);
     }
 }
 

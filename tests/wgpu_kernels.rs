@@ -118,6 +118,14 @@ fn matvec_and_mm_long_rows_match_reference() {
             }
         }
     }
+    // q4_0 rows of whole 64-value pairs (the pair kernel), over three loop
+    // turns of its 64 threads, the last one partial.
+    let w = rand_weight(&mut r, &[13, 8256], DType::Q4_0);
+    let x = rand_tensor(&mut r, &[1, 8256]);
+    let floor = matmul_typical(&x, &w);
+    for g in [gpu(), &plain] {
+        check_on(g, &Op::Matmul, &[x.clone(), w.clone()], 1e-4, floor);
+    }
 }
 
 #[test]
@@ -172,7 +180,12 @@ fn fused_weights_of_one_encoding_match_reference() {
     let mut r = rng("fused_weights_of_one_encoding_match_reference");
     let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
     for dtype in [DType::Q4_0, DType::Q8_0, DType::Q4K, DType::F16] {
-        let k = if dtype.block_values() == 256 { 2304 } else { 2080 };
+        // q4_0 rows of whole 64-value pairs take the pair kernel.
+        let k = match dtype {
+            DType::Q4_0 => 2112,
+            _ if dtype.block_values() == 256 => 2304,
+            _ => 2080,
+        };
         let wq = rand_weight(&mut r, &[42, k], dtype);
         let wk = rand_weight(&mut r, &[13, k], dtype);
         let wv = rand_weight(&mut r, &[13, k], dtype);
@@ -303,6 +316,18 @@ fn softmax_argmax_sample_match_reference() {
         repeat_last_n: 64,
         u: 0.5,
     };
+    check(&Op::Sample(greedy.clone()), &[x], 0.0, 0.0);
+    // Rows longer than two argmax chunks of 4096 (the two-stage path): the
+    // maximum tied across chunks (the lowest index wins), in the last partial
+    // chunk, and a row of -inf.
+    let d = 20011;
+    let mut v = backend_util::values(&mut r, 3 * d);
+    v[5000] = 9.0;
+    v[13000] = 9.0;
+    v[d + 20005] = 9.0;
+    v[2 * d..].fill(f32::NEG_INFINITY);
+    let x = Tensor::from_f32(&[3, d], v).unwrap();
+    check(&Op::Argmax, std::slice::from_ref(&x), 0.0, 0.0);
     check(&Op::Sample(greedy), &[x], 0.0, 0.0);
 }
 

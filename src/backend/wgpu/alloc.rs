@@ -6,7 +6,9 @@
 //! ([`GpuFrameAllocator::recycle`], called after every submit), so a buffer is
 //! never handed out twice within one batch of recorded work. During decode
 //! that is once per forward: the pool grows to one forward's working set and
-//! then stays flat.
+//! then stays flat. Free buffers are handed out lowest creation number first,
+//! so a forward that allocates as the previous one did gets the same buffers
+//! in the same places (and the recorder's cached bind groups hit).
 
 use crate::backend::{BufferUsage, DeviceBuffer};
 use std::any::Any;
@@ -14,13 +16,17 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, Weak};
 
-type Returned = Mutex<Vec<(u64, BufferUsage, wgpu::Buffer)>>;
+/// A pooled buffer: creation number, bytes, usage, the buffer.
+type Pooled = (u64, u64, BufferUsage, wgpu::Buffer);
+type Returned = Mutex<Vec<Pooled>>;
 
 /// A wgpu buffer owned by a tensor; pooled ones return to their allocator on drop.
 pub struct GpuBuf {
     buffer: wgpu::Buffer,
     size: u64,
     usage: BufferUsage,
+    /// Creation number within its pool (0 for persistent buffers).
+    serial: u64,
     home: Option<Weak<Returned>>,
 }
 
@@ -31,6 +37,7 @@ impl GpuBuf {
             size: buffer.size(),
             buffer,
             usage: BufferUsage::Storage,
+            serial: 0,
             home: None,
         }
     }
@@ -51,7 +58,7 @@ impl Drop for GpuBuf {
         if let Some(home) = self.home.take().and_then(|w| w.upgrade()) {
             home.lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .push((self.size, self.usage, self.buffer.clone()));
+                .push((self.serial, self.size, self.usage, self.buffer.clone()));
         }
     }
 }
@@ -73,7 +80,8 @@ impl DeviceBuffer for GpuBuf {
 
 /// Pool of wgpu buffers keyed by (byte size, usage). See the module doc.
 pub struct GpuFrameAllocator {
-    pool: HashMap<(u64, BufferUsage), Vec<wgpu::Buffer>>,
+    /// Free buffers per (bytes, usage), highest creation number first.
+    pool: HashMap<(u64, BufferUsage), Vec<(u64, wgpu::Buffer)>>,
     returned: Arc<Returned>,
     total_bytes: u64,
     total_buffers: usize,
@@ -100,7 +108,7 @@ impl GpuFrameAllocator {
     /// free, else new. Contents are stale.
     pub fn alloc(&mut self, device: &wgpu::Device, size: u64, usage: BufferUsage) -> Arc<GpuBuf> {
         let size = size.max(4).next_multiple_of(4);
-        let buffer = match self.pool.get_mut(&(size, usage)).and_then(Vec::pop) {
+        let (serial, buffer) = match self.pool.get_mut(&(size, usage)).and_then(Vec::pop) {
             Some(b) => b,
             None => {
                 self.total_bytes += size;
@@ -115,18 +123,20 @@ impl GpuFrameAllocator {
                         wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST
                     }
                 };
-                device.create_buffer(&wgpu::BufferDescriptor {
+                let buffer = device.create_buffer(&wgpu::BufferDescriptor {
                     label: Some("frame"),
                     size,
                     usage: flags,
                     mapped_at_creation: false,
-                })
+                });
+                (self.total_buffers as u64, buffer)
             }
         };
         Arc::new(GpuBuf {
             buffer,
             size,
             usage,
+            serial,
             home: Some(Arc::downgrade(&self.returned)),
         })
     }
@@ -139,8 +149,10 @@ impl GpuFrameAllocator {
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner()),
         );
-        for (size, usage, buffer) in released {
-            self.pool.entry((size, usage)).or_default().push(buffer);
+        for (serial, size, usage, buffer) in released {
+            let free = self.pool.entry((size, usage)).or_default();
+            let at = free.partition_point(|(s, _)| *s > serial);
+            free.insert(at, (serial, buffer));
         }
     }
 

@@ -91,8 +91,19 @@ struct Profiler {
     staging: wgpu::Buffer,
     period_ns: f64,
     totals: Mutex<HashMap<String, (f64, u64)>>,
-    /// Host milliseconds recording batches and submitting them.
-    host_ms: Mutex<(f64, f64)>,
+}
+
+/// Host milliseconds per phase of the batches so far (`CYB_WGPU_PROFILE` set).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HostTimes {
+    /// From a batch's first recorded op to its submit.
+    pub record_ms: f64,
+    /// In `queue.submit` (wgpu's command encoding and barrier tracking).
+    pub submit_ms: f64,
+    /// Waiting for the GPU in read-backs (after their submit).
+    pub wait_ms: f64,
+    /// Batches submitted.
+    pub batches: u64,
 }
 
 /// Bind groups by (kernel, parameter slot, buffers): a decode step records the
@@ -119,6 +130,7 @@ pub struct Gpu {
     weights: Mutex<HashMap<Vec<WeightKey>, (Vec<Alive>, Arc<Weight>)>>,
     bind_groups: Mutex<BindGroups>,
     profiler: Option<Profiler>,
+    host_times: Option<Mutex<HostTimes>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,9 +210,20 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "argmax" => vec![file!("argmax.wgsl")],
         "rope" => vec![file!("rope.wgsl")],
         "attention" => vec![file!("attention.wgsl")],
-        "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
-        "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
-        "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
+        "kv_append" => vec![file!("kv_append.wgsl")],
+        "matvec" | "matvec_qkv" | "matvec_glu" | "matvec_pairs" | "matvec_qkv_pairs"
+        | "matvec_glu_pairs" => {
+            let (io, core) = match name.strip_suffix("_pairs") {
+                Some(io) => (io, file!("matvec_q4_0_pairs.wgsl")),
+                None => (name, file!("matvec.wgsl")),
+            };
+            let out = match io {
+                "matvec_qkv" => file!("matvec_qkv.wgsl"),
+                "matvec_glu" => file!("matvec_glu.wgsl"),
+                _ => file!("matvec_out.wgsl"),
+            };
+            vec![core, out, mv_reduce]
+        }
         _ => return None,
     })
 }
@@ -220,7 +243,12 @@ impl Gpu {
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             mapped_at_creation: false,
         });
-        let profiler = (std::env::var_os("CYB_WGPU_PROFILE").is_some_and(|v| v != "0")
+        // CYB_WGPU_PROFILE=1: GPU timestamps per dispatch and host times;
+        // CYB_WGPU_PROFILE=host: host times only (dispatches keep sharing passes).
+        let profile = std::env::var("CYB_WGPU_PROFILE").unwrap_or_default();
+        let host_times = (!profile.is_empty() && profile != "0").then(Mutex::default);
+        let profiler = (host_times.is_some()
+            && profile != "host"
             && features.contains(wgpu::Features::TIMESTAMP_QUERY))
         .then(|| Profiler {
             set: device.create_query_set(&wgpu::QuerySetDescriptor {
@@ -242,7 +270,6 @@ impl Gpu {
             }),
             period_ns: queue.get_timestamp_period() as f64,
             totals: Mutex::new(HashMap::new()),
-            host_ms: Mutex::new((0.0, 0.0)),
         });
         Gpu {
             device,
@@ -265,6 +292,7 @@ impl Gpu {
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
             profiler,
+            host_times,
         }
     }
 
@@ -287,10 +315,9 @@ impl Gpu {
         self.profiler.is_some()
     }
 
-    /// Host milliseconds spent recording batches (first op to submit) and in
-    /// the submits themselves, when profiling.
-    pub fn host_ms(&self) -> Option<(f64, f64)> {
-        self.profiler.as_ref().map(|pr| *lock(&pr.host_ms))
+    /// Host times so far, when profiling (`CYB_WGPU_PROFILE` set).
+    pub fn host_times(&self) -> Option<HostTimes> {
+        self.host_times.as_ref().map(|h| *lock(h))
     }
 
     /// Bytes of GPU memory the allocator holds for live resources, after
@@ -344,10 +371,11 @@ impl Gpu {
             let submit = std::time::Instant::now();
             self.queue.submit([enc.finish()]);
             rec.submits += 1;
-            if let (Some(pr), Some(t0)) = (&self.profiler, rec.started.take()) {
-                let mut h = lock(&pr.host_ms);
-                h.0 += (submit - t0).as_secs_f64() * 1e3;
-                h.1 += submit.elapsed().as_secs_f64() * 1e3;
+            if let (Some(h), Some(t0)) = (&self.host_times, rec.started.take()) {
+                let mut h = lock(h);
+                h.record_ms += (submit - t0).as_secs_f64() * 1e3;
+                h.submit_ms += submit.elapsed().as_secs_f64() * 1e3;
+                h.batches += 1;
             }
             if let (Some(pr), true) = (&self.profiler, n > 0) {
                 self.collect_profile(pr, &std::mem::take(&mut rec.profiled));
@@ -394,11 +422,12 @@ impl Gpu {
         }
         let (kernel, dtype) = key.split_once(':').unwrap_or((key, ""));
         let subgroups = self.features.contains(wgpu::Features::SUBGROUP);
-        let files = kernel_files(kernel, subgroups).ok_or_else(|| ExecutionError::UnsupportedOp {
-            op: format!("kernel {kernel}"),
-            backend: "wgpu".into(),
-            input_dtype: DType::F32,
-        })?;
+        let files =
+            kernel_files(kernel, subgroups).ok_or_else(|| ExecutionError::UnsupportedOp {
+                op: format!("kernel {kernel}"),
+                backend: "wgpu".into(),
+                input_dtype: DType::F32,
+            })?;
         let mut src = shader("common.wgsl", COMMON).into_owned();
         if !dtype.is_empty() {
             src.push_str(&shader("dequant.wgsl", DEQUANT));
@@ -481,7 +510,7 @@ impl Gpu {
             _ => None,
         };
         let own_pass = timestamps.is_some();
-        if own_pass && rec.started.is_none() {
+        if self.host_times.is_some() && rec.started.is_none() {
             rec.started = Some(std::time::Instant::now());
         }
         if own_pass {
@@ -834,9 +863,13 @@ impl Gpu {
             backend: "wgpu".into(),
             reason: format!("reading a buffer back failed: {what}"),
         };
+        let waiting = std::time::Instant::now();
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| fail(e.to_string()))?;
+        if let Some(h) = &self.host_times {
+            lock(h).wait_ms += waiting.elapsed().as_secs_f64() * 1e3;
+        }
         rx.recv()
             .map_err(|e| fail(e.to_string()))?
             .map_err(|e| fail(e.to_string()))?;

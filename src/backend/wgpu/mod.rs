@@ -206,8 +206,15 @@ impl WgpuBackend {
 }
 
 impl Drop for WgpuBackend {
-    /// Prints the per-kernel profile to stderr when profiling.
+    /// Prints the host times and the per-kernel profile to stderr when profiling.
     fn drop(&mut self) {
+        if let Some(h) = self.gpu.host_times() {
+            eprintln!(
+                "wgpu host: {} batches; {:.3} ms recording (first op to submit), {:.3} ms in \
+                 submits, {:.3} ms waiting for the GPU in read-backs",
+                h.batches, h.record_ms, h.submit_ms, h.wait_ms
+            );
+        }
         let prof = self.gpu.profile();
         if prof.is_empty() {
             return;
@@ -217,11 +224,6 @@ impl Drop for WgpuBackend {
             "wgpu profile ({} submits, {total:.3} ms GPU time in timestamped dispatches):",
             self.gpu.submits()
         );
-        if let Some((record, submit)) = self.gpu.host_ms() {
-            eprintln!(
-                "host: {record:.3} ms recording batches (first op to submit), {submit:.3} ms in submits"
-            );
-        }
         eprintln!(
             "{:>32} {:>10} {:>8} {:>10} {:>6}",
             "kernel", "ms", "calls", "us/call", "%"

@@ -11,6 +11,8 @@ use std::sync::Arc;
 const TM: usize = 8;
 /// Weight rows per matvec and mm workgroup (NR in matvec.wgsl, mm.wgsl).
 const MV_ROWS: usize = 4;
+/// Values per workgroup in the first argmax stage of long rows.
+const ARGMAX_CHUNK: usize = 4096;
 
 fn unsupported(what: &str, dtype: DType) -> ExecutionError {
     ExecutionError::UnsupportedOp {
@@ -82,7 +84,7 @@ fn matmul(
             if m == 1 {
                 gpu.dispatch(
                     rec,
-                    &format!("matvec:{name}"),
+                    &matvec_kernel("matvec", name, k),
                     &[&c.buf, x, y],
                     p,
                     c.rows.div_ceil(MV_ROWS) as u64,
@@ -129,7 +131,7 @@ fn fused_products(
         p[9] = (q + kr) as u32;
         return gpu.dispatch(
             rec,
-            &format!("matvec_qkv:{name}"),
+            &matvec_kernel("matvec_qkv", name, k),
             &[&c.buf, x, yq, yk, yv],
             p,
             n.div_ceil(MV_ROWS) as u64,
@@ -181,7 +183,7 @@ fn fused_glu(
     p[8] = n as u32;
     gpu.dispatch(
         rec,
-        &format!("matvec_glu:{name}"),
+        &matvec_kernel("matvec_glu", name, k),
         &[&c.buf, x, y],
         p,
         n.div_ceil(2) as u64,
@@ -193,7 +195,30 @@ fn fused_glu(
 fn single_chunk(w: &Weight) -> Result<&super::gpu::Chunk, ExecutionError> {
     match w.chunks.as_slice() {
         [c] => Ok(c),
-        _ => Err(unsupported("fused weight larger than one binding", DType::F32)),
+        _ => Err(unsupported(
+            "fused weight larger than one binding",
+            DType::F32,
+        )),
+    }
+}
+
+/// The decode matvec kernel `base` (matvec, matvec_qkv, matvec_glu) for
+/// encoding `name` and row length `k`, and the output rows one workgroup
+/// covers: q4_0 rows of whole 64-value pairs go to the pair kernel
+/// (shaders/matvec_q4_0_pairs.wgsl), the rest to the generic one.
+fn matvec_kernel(base: &str, name: &str, k: usize) -> String {
+    if name == "q4_0" && k % 64 == 0 && std::env::var_os("CYB_WGPU_NO_PAIRS").is_none() {
+        format!("{base}_pairs:{name}")
+    } else {
+        format!("{base}:{name}")
+    }
+}
+
+/// The wgpu buffer of a tensor held on this backend.
+fn device_buf(t: &Tensor) -> Option<&GpuBuf> {
+    match t.storage() {
+        Storage::Device(d) => d.as_any().downcast_ref::<GpuBuf>(),
+        _ => None,
     }
 }
 
@@ -624,6 +649,26 @@ pub fn run(
         Op::KvAppend { pos } => {
             let row = inputs[2].numel() / inputs[2].shape()[0].max(1);
             let vrow = inputs[3].numel() / inputs[3].shape()[0].max(1);
+            if let (Some(kc), Some(vc)) = (device_buf(&inputs[0]), device_buf(&inputs[1])) {
+                let (k, v) = (act(gpu, rec, &inputs[2])?, act(gpu, rec, &inputs[3])?);
+                let (kn, vn) = (inputs[2].numel(), inputs[3].numel());
+                let mut p: Params = [0; 32];
+                p[..4].copy_from_slice(&[
+                    kn as u32,
+                    vn as u32,
+                    (pos * row) as u32,
+                    (pos * vrow) as u32,
+                ]);
+                gpu.dispatch(
+                    rec,
+                    "kv_append",
+                    &[&k, &v, kc.buffer(), vc.buffer()],
+                    p,
+                    (kn.max(vn) as u64).div_ceil(WG),
+                    1,
+                )?;
+                return Ok(vec![inputs[0].clone(), inputs[1].clone()]);
+            }
             for (cache, new, width) in [
                 (&inputs[0], &inputs[2], row),
                 (&inputs[1], &inputs[3], vrow),
@@ -792,7 +837,20 @@ fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, Executio
         let mut p: Params = [0; 32];
         p[0] = n as u32;
         p[1] = d as u32;
-        gpu.dispatch(rec, "argmax", &[&src, y.buffer()], p, n as u64, 1)?;
+        if d > 2 * ARGMAX_CHUNK {
+            // Long rows (vocabularies): chunks in parallel, then their best.
+            let chunks = d.div_ceil(ARGMAX_CHUNK);
+            let part = gpu.frame(rec, (n * chunks * 8) as u64)?;
+            p[2] = 1;
+            p[3] = chunks as u32;
+            p[4] = ARGMAX_CHUNK as u32;
+            let bufs = [&src, part.buffer(), y.buffer()];
+            gpu.dispatch(rec, "argmax", &bufs, p, (n * chunks) as u64, 1)?;
+            p[2] = 2;
+            gpu.dispatch(rec, "argmax", &bufs, p, n as u64, 1)?;
+        } else {
+            gpu.dispatch(rec, "argmax", &[&src, y.buffer(), y.buffer()], p, n as u64, 1)?;
+        }
         gpu.read_unlocked(rec, y.buffer(), (n * 4) as u64)?
     };
     let ids: Vec<i32> = bytemuck::pod_collect_to_vec(&ids);
