@@ -19,9 +19,10 @@
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
 # l8b: (carry .gl .wgbin .devbin/llvk) the bench phase's 8B part alone, for
 #   kernel work: tiny parity, host times (CYB_WGPU_PROFILE=host) and the
-#   per-kernel profile, tg128 of the default kernels and of the decode matvec
-#   variants (q4_0 pair kernel at 32/128 threads, the generic kernel), then
-#   llama.cpp-Vulkan on the same GGUF.
+#   per-kernel profile, tg128 of the default kernels, of each shader variant
+#   folder under shaders/variants/ (CYB_WGPU_SHADERS, untracked work in
+#   progress) and with naga's loop and division guards (CYB_WGPU_CHECKED=1),
+#   then llama.cpp-Vulkan on the same GGUF.
 #
 # llama.cpp's Vulkan backend on the same GGUFs, in the same calls (issue 5):
 # scripts/build-llamacpp-vulkan.sh makes .devbin/llvk/llama-bench-vulkan.xz;
@@ -76,22 +77,18 @@ l8b)
   parity $M/tiny.model tiny
   python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
   $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
-  for n in 1 64; do
-    say "8b host times, run -n $n"
-    CYB_WGPU_PROFILE=host $B run $M/l8b.model -p "The capital of France is" -n $n --temp 0 --no-chat --backend wgpu --timings >/dev/null
-  done
+  say "8b host times (bench tg128, CYB_WGPU_PROFILE=host)"
+  CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   say "8b profile (run -n 64, then -n 1, CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  V=$M/variants; mkdir -p $V/t32 $V/t128
-  sed 's/const MV_WG: u32 = 64u;/const MV_WG: u32 = 32u;/' shaders/matvec_q4_0_pairs.wgsl > $V/t32/matvec_q4_0_pairs.wgsl
-  sed 's/const MV_WG: u32 = 64u;/const MV_WG: u32 = 128u;/' shaders/matvec_q4_0_pairs.wgsl > $V/t128/matvec_q4_0_pairs.wgsl
-  variant "pair kernel, 32 threads" $V/t32
-  variant "pair kernel, 128 threads" $V/t128
-  say "8b tg128, generic matvec (CYB_WGPU_NO_PAIRS=1)"
-  CYB_WGPU_NO_PAIRS=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
+  done
+  say "8b tg128, naga's loop and division guards on (CYB_WGPU_CHECKED=1)"
+  CYB_WGPU_CHECKED=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   llvk $M/l8b.gguf 8b
   ;;
 bench)

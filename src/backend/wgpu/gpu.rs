@@ -211,19 +211,9 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "rope" => vec![file!("rope.wgsl")],
         "attention" => vec![file!("attention.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
-        "matvec" | "matvec_qkv" | "matvec_glu" | "matvec_pairs" | "matvec_qkv_pairs"
-        | "matvec_glu_pairs" => {
-            let (io, core) = match name.strip_suffix("_pairs") {
-                Some(io) => (io, file!("matvec_q4_0_pairs.wgsl")),
-                None => (name, file!("matvec.wgsl")),
-            };
-            let out = match io {
-                "matvec_qkv" => file!("matvec_qkv.wgsl"),
-                "matvec_glu" => file!("matvec_glu.wgsl"),
-                _ => file!("matvec_out.wgsl"),
-            };
-            vec![core, out, mv_reduce]
-        }
+        "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
+        "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
+        "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
         _ => return None,
     })
 }
@@ -446,12 +436,27 @@ impl Gpu {
         for (file, body) in files {
             src.push_str(&shader(file, body));
         }
-        let module = self
-            .device
-            .create_shader_module(wgpu::ShaderModuleDescriptor {
-                label: Some(key),
-                source: wgpu::ShaderSource::Wgsl(src.into()),
-            });
+        let desc = wgpu::ShaderModuleDescriptor {
+            label: Some(key),
+            source: wgpu::ShaderSource::Wgsl(src.into()),
+        };
+        let module = if std::env::var_os("CYB_WGPU_CHECKED").is_some() {
+            self.device.create_shader_module(desc)
+        } else {
+            let checks = wgpu::ShaderRuntimeChecks {
+                force_loop_bounding: false,
+                int_div_checks: false,
+                ..wgpu::ShaderRuntimeChecks::checked()
+            };
+            // SAFETY: these are our own kernels (shaders/), not user code.
+            // Every loop is bounded by a parameter the host computed from
+            // validated shapes (counts far below u32::MAX, so no counter
+            // wraps), and every divisor in them is non-zero by the same
+            // validation (head counts, row lengths, chunk counts), so neither
+            // naga's loop counters nor its division guards are needed. Buffer
+            // bounds checks stay on.
+            unsafe { self.device.create_shader_module_trusted(desc, checks) }
+        };
         let pipe = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

@@ -84,7 +84,7 @@ fn matmul(
             if m == 1 {
                 gpu.dispatch(
                     rec,
-                    &matvec_kernel("matvec", name, k),
+                    &format!("matvec:{name}"),
                     &[&c.buf, x, y],
                     p,
                     c.rows.div_ceil(MV_ROWS) as u64,
@@ -131,7 +131,7 @@ fn fused_products(
         p[9] = (q + kr) as u32;
         return gpu.dispatch(
             rec,
-            &matvec_kernel("matvec_qkv", name, k),
+            &format!("matvec_qkv:{name}"),
             &[&c.buf, x, yq, yk, yv],
             p,
             n.div_ceil(MV_ROWS) as u64,
@@ -183,7 +183,7 @@ fn fused_glu(
     p[8] = n as u32;
     gpu.dispatch(
         rec,
-        &matvec_kernel("matvec_glu", name, k),
+        &format!("matvec_glu:{name}"),
         &[&c.buf, x, y],
         p,
         n.div_ceil(2) as u64,
@@ -199,18 +199,6 @@ fn single_chunk(w: &Weight) -> Result<&super::gpu::Chunk, ExecutionError> {
             "fused weight larger than one binding",
             DType::F32,
         )),
-    }
-}
-
-/// The decode matvec kernel `base` (matvec, matvec_qkv, matvec_glu) for
-/// encoding `name` and row length `k`, and the output rows one workgroup
-/// covers: q4_0 rows of whole 64-value pairs go to the pair kernel
-/// (shaders/matvec_q4_0_pairs.wgsl), the rest to the generic one.
-fn matvec_kernel(base: &str, name: &str, k: usize) -> String {
-    if name == "q4_0" && k % 64 == 0 && std::env::var_os("CYB_WGPU_NO_PAIRS").is_none() {
-        format!("{base}_pairs:{name}")
-    } else {
-        format!("{base}:{name}")
     }
 }
 
@@ -849,7 +837,14 @@ fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, Executio
             p[2] = 2;
             gpu.dispatch(rec, "argmax", &bufs, p, n as u64, 1)?;
         } else {
-            gpu.dispatch(rec, "argmax", &[&src, y.buffer(), y.buffer()], p, n as u64, 1)?;
+            gpu.dispatch(
+                rec,
+                "argmax",
+                &[&src, y.buffer(), y.buffer()],
+                p,
+                n as u64,
+                1,
+            )?;
         }
         gpu.read_unlocked(rec, y.buffer(), (n * 4) as u64)?
     };
