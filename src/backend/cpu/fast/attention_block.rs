@@ -62,7 +62,13 @@ pub(super) fn sdpa(
                         }
                     }
                 });
-            out.par_chunks_mut(QB * a.heads * a.dv)
+            let queries = out.len() / (a.heads * a.dv);
+            let qb = block_rows(queries);
+            // Few blocks: one per split, so that an idle thread steals single blocks (each
+            // split allocates its scratch, which many blocks do not need).
+            let few = queries.div_ceil(qb) <= 8 * rayon::current_num_threads();
+            out.par_chunks_mut(qb * a.heads * a.dv)
+                .with_max_len(if few { 1 } else { usize::MAX })
                 .enumerate()
                 .for_each_init(
                     || (vec![0.0f32; QB * d], vec![0.0f32; QB * kv_pad]),
@@ -78,9 +84,9 @@ pub(super) fn sdpa(
                         // buffers sized above.
                         unsafe {
                             if wide {
-                                block::<avx512::Avx512>(a, blk * QB, q, v, o, bufs)
+                                block::<avx512::Avx512>(a, blk * qb, q, v, o, bufs)
                             } else {
-                                block::<avx2::Avx2>(a, blk * QB, q, v, o, bufs)
+                                block::<avx2::Avx2>(a, blk * qb, q, v, o, bufs)
                             }
                         }
                     },
@@ -89,6 +95,17 @@ pub(super) fn sdpa(
     }
     #[cfg(not(target_arch = "x86_64"))]
     super::attention::sdpa(pool, a, q, k, v, out);
+}
+
+/// Query rows per task for `queries` rows on the current pool: whole register tiles of [`MR`]
+/// rows, at most [`QB`], and (where there are enough rows) at least four tasks per thread, so
+/// that a few dozen queries (a sentence) spread over the threads instead of one block taking
+/// them all.
+#[cfg(target_arch = "x86_64")]
+fn block_rows(queries: usize) -> usize {
+    let tiles = queries.div_ceil(MR);
+    let per_task = tiles.div_ceil(4 * rayon::current_num_threads().max(1));
+    per_task.clamp(1, QB / MR) * MR
 }
 
 /// Per-task scratch and the packed keys.
@@ -421,6 +438,33 @@ mod tests {
             .collect()
     }
 
+    /// Queries, keys and values (seeds `seed..seed + 3`) and unmasked arguments for `sq`
+    /// queries, `kv` keys, `(heads, kv_heads)` and head sizes `(d, dv)`.
+    fn case(
+        sq: usize,
+        kv: usize,
+        (heads, kv_heads): (usize, usize),
+        (d, dv): (usize, usize),
+        seed: u32,
+    ) -> ([Vec<f32>; 3], SdpaArgs<'static>) {
+        let qkv = [
+            values(sq * heads * d, seed),
+            values(kv * kv_heads * d, seed + 1),
+            values(kv * kv_heads * dv, seed + 2),
+        ];
+        let args = SdpaArgs {
+            heads,
+            kv_heads,
+            d,
+            dv,
+            scale: 1.0 / (d as f32).sqrt(),
+            mask: &Mask::None,
+            q_pos: 0,
+            kv_len: kv,
+        };
+        (qkv, args)
+    }
+
     #[test]
     fn blocked_attention_matches_the_online_softmax_kernel() {
         let pool = rayon::ThreadPoolBuilder::new()
@@ -429,21 +473,7 @@ mod tests {
             .expect("pool");
         // Ragged sizes: 53 queries (a partial block), 37 keys (a partial tile), GQA 4/2.
         for (sq, kv, heads, kv_heads, d, dv) in [(53, 37, 4, 2, 12, 16), (30, 70, 2, 2, 64, 32)] {
-            let (q, k, v) = (
-                values(sq * heads * d, 1),
-                values(kv * kv_heads * d, 2),
-                values(kv * kv_heads * dv, 3),
-            );
-            let args = SdpaArgs {
-                heads,
-                kv_heads,
-                d,
-                dv,
-                scale: 1.0 / (d as f32).sqrt(),
-                mask: &Mask::None,
-                q_pos: 0,
-                kv_len: kv,
-            };
+            let ([q, k, v], args) = case(sq, kv, (heads, kv_heads), (d, dv), 1);
             assert_eq!(
                 applies(&args, sq),
                 crate::backend::cpu::simd::has_avx2_fma()
@@ -458,6 +488,41 @@ mod tests {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0f32, f32::max);
             assert!(worst < 1e-5, "max abs diff {worst}");
+        }
+    }
+
+    /// Blocks of queries per task depend on the pool's threads (a sentence's few dozen queries
+    /// split into blocks of a few register tiles); every query row is computed alike in any
+    /// block, so the results are bitwise equal across pool sizes.
+    #[test]
+    fn results_do_not_depend_on_the_block_size() {
+        let (heads, dv) = (4, 32);
+        for sq in [24, 30, 53, 200] {
+            let ([q, k, v], args) = case(sq, 29, (heads, heads), (32, dv), 4);
+            if !applies(&args, sq) {
+                eprintln!("no AVX2+FMA: the blocked attention is not tested here");
+                return;
+            }
+            let outs: Vec<Vec<f32>> = [1, 2, 8]
+                .iter()
+                .map(|&threads| {
+                    let pool = rayon::ThreadPoolBuilder::new()
+                        .num_threads(threads)
+                        .build()
+                        .expect("pool");
+                    let mut out = vec![f32::NAN; sq * heads * dv];
+                    sdpa(&pool, &args, &q, &k, &v, &mut out);
+                    out
+                })
+                .collect();
+            assert!(outs[0].iter().all(|x| x.is_finite()), "sq={sq}");
+            for other in &outs[1..] {
+                let same = outs[0]
+                    .iter()
+                    .zip(other)
+                    .all(|(a, b)| a.to_bits() == b.to_bits());
+                assert!(same, "sq={sq}");
+            }
         }
     }
 

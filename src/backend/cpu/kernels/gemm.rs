@@ -41,18 +41,26 @@ pub(super) type MicroKernel =
 pub(super) type PairKernel =
     fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]);
 
+/// [`PairKernel`] over three consecutive packed panels (`acc[i * 3 * NR + j]`, panel `j / NR`
+/// from `(j / NR) * k * NR` on).
+pub(super) type TriKernel =
+    fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 3 * NR]);
+
 /// [`PairKernel`] over four consecutive packed panels (`acc[i * 4 * NR + j]`, panel `j / NR`
 /// from `(j / NR) * k * NR` on).
 pub(super) type QuadKernel =
     fn(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 4 * NR]);
 
-/// The micro-kernels of one path: one panel at a time, and optionally two or four.
+/// The micro-kernels of one path: one panel at a time, and optionally two, three or four.
 #[derive(Clone, Copy)]
 pub(super) struct Micro {
     /// One panel.
     pub one: MicroKernel,
     /// Two panels, where the path has a kernel for them (used wherever two panels remain).
     pub pair: Option<PairKernel>,
+    /// Three panels, where the path has a kernel for them (used wherever exactly three panels
+    /// remain; the row tasks of [`matmul`] are mostly three or four panels).
+    pub tri: Option<TriKernel>,
     /// Four panels, where the path has a kernel for them (used wherever four panels remain).
     pub quad: Option<QuadKernel>,
 }
@@ -157,22 +165,24 @@ pub(super) fn matmul(
     let chunk = ((L2_BUDGET / (4 * k)) / MR).max(1) * MR;
     if m.div_ceil(NR) >= 4 * threads {
         // Many activation rows: tasks take blocks of them (each passes over all weights).
-        let task_rows = m
-            .div_ceil(threads)
-            .div_ceil(NR)
-            .clamp(1, MAX_TASK_ROWS / NR)
-            * NR;
-        y.par_chunks_mut(task_rows * n)
-            .zip(x.par_chunks(task_rows * k))
-            .for_each(|(yt, xt)| {
-                SCRATCH.with_borrow_mut(|(packed, buf)| {
-                    pack(xt, k, packed, micro.pair.is_some());
-                    for n0 in (0..n).step_by(chunk) {
-                        let cols = n0..(n0 + chunk).min(n);
-                        block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
-                    }
-                })
-            });
+        let mut tasks = Vec::new();
+        let (mut y_rest, mut x_rest) = (y, x);
+        for rows in task_rows(m, threads) {
+            let (yt, y_next) = y_rest.split_at_mut(rows * n);
+            let (xt, x_next) = x_rest.split_at(rows * k);
+            tasks.push((yt, xt));
+            (y_rest, x_rest) = (y_next, x_next);
+        }
+        // One task per split: an idle thread steals single tasks until the last one.
+        tasks.into_par_iter().with_max_len(1).for_each(|(yt, xt)| {
+            SCRATCH.with_borrow_mut(|(packed, buf)| {
+                pack(xt, k, packed, micro.pair.is_some());
+                for n0 in (0..n).step_by(chunk) {
+                    let cols = n0..(n0 + chunk).min(n);
+                    block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
+                }
+            })
+        });
         return;
     }
     // Few activation rows: tasks take blocks of weight rows, so that every weight is read
@@ -207,6 +217,26 @@ pub(super) fn matmul(
             yr[n0..n0 + width].copy_from_slice(or);
         }
     }
+}
+
+/// Activation rows per task for [`matmul`] with `m` rows on `threads` threads: whole panels
+/// of [`NR`] rows (the last task ends at `m`), at most `MAX_TASK_ROWS`, in a multiple of
+/// `threads` tasks of near-equal size (sizes differ by at most one panel, the larger ones
+/// spread evenly), so that the threads finish together.
+fn task_rows(m: usize, threads: usize) -> Vec<usize> {
+    let panels = m.div_ceil(NR);
+    let max = MAX_TASK_ROWS / NR;
+    let tasks = (threads * panels.div_ceil(max * threads)).clamp(1, panels.max(1));
+    let (q, r) = (panels / tasks, panels % tasks);
+    let mut left = m;
+    (0..tasks)
+        .map(|i| {
+            let big = (i + 1) * r / tasks > i * r / tasks;
+            let rows = ((q + usize::from(big)) * NR).min(left);
+            left -= rows;
+            rows
+        })
+        .collect()
 }
 
 thread_local! {
@@ -264,14 +294,21 @@ fn block(
     let panels = packed.len() / (k * NR);
     let mut acc = [0.0f32; MR * NR];
     let mut acc2 = [0.0f32; MR * 2 * NR];
+    let mut acc3 = [0.0f32; MR * 3 * NR];
     let mut acc4 = [0.0f32; MR * 4 * NR];
     let mut p = 0;
     while p < panels {
-        // Four or two panels at once where the path has a kernel for them and they remain.
+        // Four, three or two panels at once where the path has a kernel for them and they
+        // remain.
         let quad = micro.quad.filter(|_| p + 4 <= panels);
-        let pair = micro.pair.filter(|_| quad.is_none() && p + 2 <= panels);
+        let tri = micro.tri.filter(|_| quad.is_none() && p + 3 == panels);
+        let pair = micro
+            .pair
+            .filter(|_| quad.is_none() && tri.is_none() && p + 2 <= panels);
         let width = if quad.is_some() {
             4
+        } else if tri.is_some() {
+            3
         } else if pair.is_some() {
             2
         } else {
@@ -280,16 +317,20 @@ fn block(
         let b = &packed[p * k * NR..(p + width) * k * NR];
         let valid = rows.saturating_sub(p * NR).min(width * NR);
         for t in (0..n1 - n0).step_by(MR) {
-            let (out, stride): (&[f32], usize) = match (quad, pair) {
-                (Some(quad), _) => {
+            let (out, stride): (&[f32], usize) = match (quad, tri, pair) {
+                (Some(quad), _, _) => {
                     quad(&a[t * k..], k, b, k, &mut acc4);
                     (&acc4, 4 * NR)
                 }
-                (None, Some(pair)) => {
+                (None, Some(tri), _) => {
+                    tri(&a[t * k..], k, b, k, &mut acc3);
+                    (&acc3, 3 * NR)
+                }
+                (None, None, Some(pair)) => {
                     pair(&a[t * k..], k, b, k, &mut acc2);
                     (&acc2, 2 * NR)
                 }
-                (None, None) => {
+                (None, None, None) => {
                     (micro.one)(&a[t * k..], k, b, k, &mut acc);
                     (&acc, NR)
                 }
@@ -316,6 +357,7 @@ mod tests {
         Micro {
             one,
             pair: None,
+            tri: None,
             quad: None,
         }
     }
@@ -336,15 +378,34 @@ mod tests {
                 let one = super::super::gemm_avx2::micro;
                 let pair = Some(super::super::gemm_avx512::pair as PairKernel);
                 let quad = Some(super::super::gemm_avx512::quad as QuadKernel);
+                let tri = Some(super::super::gemm_avx512::tri as TriKernel);
                 v.push((
                     "avx512 pair",
                     Micro {
                         one,
                         pair,
+                        tri: None,
                         quad: None,
                     },
                 ));
-                v.push(("avx512 quad", Micro { one, pair, quad }));
+                v.push((
+                    "avx512 quad",
+                    Micro {
+                        one,
+                        pair,
+                        tri: None,
+                        quad,
+                    },
+                ));
+                v.push((
+                    "avx512 quad, tri",
+                    Micro {
+                        one,
+                        pair,
+                        tri,
+                        quad,
+                    },
+                ));
             } else {
                 eprintln!("AVX-512F not detected: the pair and quad kernels are not tested here");
             }
@@ -437,6 +498,55 @@ mod tests {
         // k = 4097 puts fewer than MR rows of 4 * k bytes over the chunk budget boundary.
         for (_, micro) in micros() {
             check(micro, DType::F32, 20, 19, 4097, false);
+        }
+    }
+
+    #[test]
+    fn row_tasks_are_near_equal_whole_panels() {
+        for threads in [1, 2, 3, 8] {
+            for m in (4 * threads * NR..2000).step_by(7) {
+                let tasks = task_rows(m, threads);
+                assert_eq!(tasks.iter().sum::<usize>(), m, "m={m} threads={threads}");
+                assert_eq!(tasks.len() % threads, 0, "m={m} threads={threads}");
+                let (last, whole) = tasks.split_last().expect("at least one task");
+                assert!(whole.iter().all(|r| r % NR == 0), "m={m}: {tasks:?}");
+                assert!(*last > 0, "m={m}: {tasks:?}");
+                let panels: Vec<usize> = tasks.iter().map(|r| r.div_ceil(NR)).collect();
+                let (lo, hi) = (panels.iter().min(), panels.iter().max());
+                assert!(hi <= Some(&(MAX_TASK_ROWS / NR)), "m={m}: {tasks:?}");
+                assert!(
+                    hi.zip(lo).is_some_and(|(h, l)| h - l <= 1),
+                    "m={m} threads={threads}: {tasks:?}"
+                );
+            }
+        }
+    }
+
+    /// The wide kernels sum every output in the same order with the same fused multiply-adds
+    /// as the AVX2 one-panel kernel: the results are bitwise equal, on shapes where every
+    /// width (four, three, two panels and one) and the row tasks take part.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn wide_kernels_equal_the_one_panel_kernel() {
+        if !super::super::avx512_detected() {
+            eprintln!("AVX-512F not detected: the wide kernels are not tested here");
+            return;
+        }
+        let narrow = one(super::super::gemm_avx2::micro);
+        let (_, wide) = micros()
+            .into_iter()
+            .find(|(name, _)| *name == "avx512 quad, tri")
+            .expect("the AVX-512 kernels");
+        for &(m, n, k) in &[(48, 13, 70), (112, 40, 33), (1000, 30, 64), (777, 19, 130)] {
+            let mut rng = ChaCha8Rng::seed_from_u64((m * 7 + n * 3 + k) as u64);
+            let w: Vec<f32> = (0..n * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+            let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
+            let bytes = encode(DType::F32, &w);
+            let (mut a, mut b) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
+            matmul(narrow, DType::F32, &bytes, n, k, &x, m, &mut a);
+            matmul(wide, DType::F32, &bytes, n, k, &x, m, &mut b);
+            let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
+            assert!(same, "m={m} n={n} k={k}");
         }
     }
 

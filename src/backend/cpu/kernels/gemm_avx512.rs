@@ -1,8 +1,8 @@
 //! The AVX-512 micro-kernels of [`super::gemm`]: a 6 x 32 tile (two packed panels of
 //! activations) in twelve 16-lane accumulators (per step two loads of packed activations,
-//! six weight broadcasts, twelve FMAs) and a 6 x 64 tile (four panels) in twenty-four. Every
-//! output sums its products in the same order, with the same fused multiply-adds, as the AVX2
-//! kernel does, so the results are identical.
+//! six weight broadcasts, twelve FMAs), a 6 x 48 tile (three panels) in eighteen and a
+//! 6 x 64 tile (four panels) in twenty-four. Every output sums its products in the same order,
+//! with the same fused multiply-adds, as the AVX2 kernel does, so the results are identical.
 
 use super::avx512_detected;
 use super::gemm::{MR, NR};
@@ -11,6 +11,13 @@ use std::arch::x86_64::*;
 /// [`super::gemm::PairKernel`] with AVX-512F. Callers check [`avx512_detected`].
 pub(super) fn pair(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 2 * NR]) {
     wide::<2>(a, lda, b, k, acc);
+}
+
+/// [`super::gemm::TriKernel`] with AVX-512F: a 6 x 48 tile in eighteen accumulators, per step
+/// three loads of packed activations and six weight broadcasts. Callers check
+/// [`avx512_detected`].
+pub(super) fn tri(a: &[f32], lda: usize, b: &[f32], k: usize, acc: &mut [f32; MR * 3 * NR]) {
+    wide::<3>(a, lda, b, k, acc);
 }
 
 /// [`super::gemm::QuadKernel`] with AVX-512F: a 6 x 64 tile in twenty-four accumulators, per

@@ -229,7 +229,8 @@ pub fn matmul_with(
 }
 
 /// The micro-kernels of the register-blocked float GEMM on `path` (`None`: the path keeps its
-/// dot-product kernels). On the AVX2 path a CPU with AVX-512F also gets the two-panel kernel.
+/// dot-product kernels). On the AVX2 path a CPU with AVX-512F also gets the two-, three- and
+/// four-panel kernels.
 fn gemm_micro(path: KernelPath) -> Option<gemm::Micro> {
     let one = match path {
         KernelPath::Portable => gemm::micro_portable,
@@ -241,16 +242,22 @@ fn gemm_micro(path: KernelPath) -> Option<gemm::Micro> {
         _ => return None,
     };
     #[cfg(target_arch = "x86_64")]
-    let (pair, quad) = {
+    let (pair, tri, quad) = {
         let wide = path == KernelPath::Avx2 && avx512_detected();
         (
             wide.then_some(gemm_avx512::pair as gemm::PairKernel),
+            wide.then_some(gemm_avx512::tri as gemm::TriKernel),
             wide.then_some(gemm_avx512::quad as gemm::QuadKernel),
         )
     };
     #[cfg(not(target_arch = "x86_64"))]
-    let (pair, quad) = (None, None);
-    Some(gemm::Micro { one, pair, quad })
+    let (pair, tri, quad) = (None, None, None);
+    Some(gemm::Micro {
+        one,
+        pair,
+        tri,
+        quad,
+    })
 }
 
 fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
