@@ -1,24 +1,34 @@
 // Scaled dot-product attention, tiled over keys with an online softmax (no
 // score array sized by the context). One workgroup per (query row, head).
-// Q [Sq, H, d], K [M, Hkv, d], V [M, Hkv, dv], O [Sq, H, dv].
+// Q [Sq, H, d], K [M, Hkv, d], V [M, Hkv, dv], O [Sq, H, dv] (d, dv <= 256).
 // a = (Sq, H, Hkv, d), b = (dv, kv_len, q_pos, mask: 0 none, 1 causal, 2 sliding),
 // c.x = window, d.x = scale (f32).
+// Per tile of TILE keys: four threads per key share its dot product (each a
+// quarter of the dimensions, 16 contiguous values per turn); P V takes one
+// thread per output dimension, and for dv <= 128 two threads per dimension
+// (each half of the tile's keys), so short loops keep many loads in flight.
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<f32>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
 @group(0) @binding(4) var<uniform> p: Params;
 
-const WG: u32 = 64u;
-const MAXD: u32 = 256u;
+const WG: u32 = 256u;
+const TILE: u32 = 64u;
+const NEG: f32 = -3.4028235e38;
 var<workgroup> qs: array<f32, 256>;
+var<workgroup> part: array<f32, 256>;
 var<workgroup> ps: array<f32, 64>;
 var<workgroup> red: array<f32, 64>;
+var<workgroup> half_out: array<f32, 128>;
 
-fn reduce(t: u32, v: f32, is_max: bool) -> f32 {
-    red[t] = v;
+// Max or sum of v over threads 0..TILE (the others pass anything).
+fn reduce_tile(t: u32, v: f32, is_max: bool) -> f32 {
+    if t < TILE {
+        red[t] = v;
+    }
     workgroupBarrier();
-    for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    for (var s = TILE / 2u; s > 0u; s >>= 1u) {
         if t < s {
             red[t] = select(red[t] + red[t + s], max(red[t], red[t + s]), is_max);
         }
@@ -30,7 +40,20 @@ fn reduce(t: u32, v: f32, is_max: bool) -> f32 {
     return total;
 }
 
-@compute @workgroup_size(64)
+// q . k over dimensions k0 .. k0 + 4 (those below d) of key row `kb`.
+fn dot4(kb: u32, k0: u32, d: u32) -> f32 {
+    if k0 + 4u <= d {
+        return dot(vec4<f32>(qs[k0], qs[k0 + 1u], qs[k0 + 2u], qs[k0 + 3u]),
+            vec4<f32>(kc[kb + k0], kc[kb + k0 + 1u], kc[kb + k0 + 2u], kc[kb + k0 + 3u]));
+    }
+    var s = 0.0;
+    for (var k = k0; k < d; k++) {
+        s += qs[k] * kc[kb + k];
+    }
+    return s;
+}
+
+@compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
     let heads = p.a.y;
     let kv_heads = p.a.z;
@@ -54,71 +77,78 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if !valid {
         hi = lo;
     }
-    for (var k = t; k < d; k += WG) {
-        qs[k] = q[(i * heads + h) * d + k];
+    if valid && t < d {
+        qs[t] = q[(i * heads + h) * d + t];
     }
     workgroupBarrier();
-    var acc: array<f32, 4>;
-    var m = -3.4028235e38;
-    var l = 0.0;
     let kstride = kv_heads * d;
     let vstride = kv_heads * dv;
-    for (var j0 = lo; j0 < hi; j0 += WG) {
-        let j = j0 + t;
-        var s = -3.4028235e38;
-        if j < hi {
-            let kb = j * kstride + kvh * d;
-            // Four independent sums: four key loads in flight.
-            var dot4 = vec4<f32>();
-            var k = 0u;
-            for (; k + 4u <= d; k += 4u) {
-                dot4 += vec4<f32>(qs[k], qs[k + 1u], qs[k + 2u], qs[k + 3u])
-                    * vec4<f32>(kc[kb + k], kc[kb + k + 1u], kc[kb + k + 2u], kc[kb + k + 3u]);
+    // P V split: two threads per dimension (halves of the tile) when dv <= 128.
+    let split = select(1u, 2u, dv <= 128u);
+    let dim = t % (WG / split);
+    let half = t / (WG / split);
+    let keys = TILE / split;
+    var acc = 0.0;
+    var m = NEG;
+    var l = 0.0;
+    for (var j0 = lo; j0 < hi; j0 += TILE) {
+        // Scores: threads 4c .. 4c + 3 share key j0 + c.
+        let c = t / 4u;
+        let quarter = t % 4u;
+        var part_dot = 0.0;
+        if j0 + c < hi {
+            let kb = (j0 + c) * kstride + kvh * d;
+            for (var k0 = quarter * 4u; k0 < d; k0 += 16u) {
+                part_dot += dot4(kb, k0, d);
             }
-            var dot = dot4.x + dot4.y + dot4.z + dot4.w;
-            for (; k < d; k++) {
-                dot += qs[k] * kc[kb + k];
-            }
-            s = dot * scale;
         }
-        let m_new = max(m, reduce(t, s, true));
+        part[t] = part_dot;
+        workgroupBarrier();
+        var s = NEG;
+        if t < TILE && j0 + t < hi {
+            s = (part[4u * t] + part[4u * t + 1u] + part[4u * t + 2u] + part[4u * t + 3u]) * scale;
+        }
+        let m_new = max(m, reduce_tile(t, s, true));
         var e = 0.0;
-        if j < hi {
+        if t < TILE && j0 + t < hi {
             e = exp(s - m_new);
         }
-        ps[t] = e;
-        let tile_sum = reduce(t, e, false);
+        if t < TILE {
+            ps[t] = e;
+        }
+        let tile_sum = reduce_tile(t, e, false);
         let alpha = exp(m - m_new);
         l = l * alpha + tile_sum;
         m = m_new;
-        let n = min(WG, hi - j0);
-        for (var c = 0u; c < 4u; c++) {
-            let k = t + c * WG;
-            if k < dv {
-                let vb = j0 * vstride + kvh * dv + k;
-                var a4 = vec4<f32>();
-                var jj = 0u;
-                for (; jj + 4u <= n; jj += 4u) {
-                    let v0 = vb + jj * vstride;
-                    a4 += vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u])
-                        * vec4<f32>(vc[v0], vc[v0 + vstride], vc[v0 + 2u * vstride], vc[v0 + 3u * vstride]);
-                }
-                var a = acc[c] * alpha + (a4.x + a4.y + a4.z + a4.w);
-                for (; jj < n; jj++) {
-                    a += ps[jj] * vc[vb + jj * vstride];
-                }
-                acc[c] = a;
+        // P V: this thread's dimension over its part of the tile's keys.
+        let first = half * keys;
+        let n = min(first + keys, hi - j0);
+        var a = vec4<f32>();
+        if dim < dv && first < n {
+            let vb = j0 * vstride + kvh * dv + dim;
+            var jj = first;
+            for (; jj + 4u <= n; jj += 4u) {
+                let v0 = vb + jj * vstride;
+                a += vec4<f32>(ps[jj], ps[jj + 1u], ps[jj + 2u], ps[jj + 3u])
+                    * vec4<f32>(vc[v0], vc[v0 + vstride], vc[v0 + 2u * vstride], vc[v0 + 3u * vstride]);
+            }
+            for (; jj < n; jj++) {
+                a.x += ps[jj] * vc[vb + jj * vstride];
             }
         }
+        acc = acc * alpha + (a.x + a.y + a.z + a.w);
         workgroupBarrier();
     }
-    if !valid {
+    if split == 2u && half == 1u {
+        half_out[dim] = acc;
+    }
+    workgroupBarrier();
+    if !valid || half != 0u || dim >= dv {
         return;
     }
-    for (var c = 0u; c < 4u; c++) {
-        let k = t + c * WG;
-        if k < dv {
-            o[(i * heads + h) * dv + k] = select(0.0, acc[c] / l, l > 0.0);
-        }
+    var total = acc;
+    if split == 2u {
+        total += half_out[dim];
     }
+    o[(i * heads + h) * dv + dim] = select(0.0, total / l, l > 0.0);
 }

@@ -364,6 +364,21 @@ fn attention_matches_reference() {
         };
         check(&op, &[q, k, v], 1e-5, 0.0);
     }
+    // Head sizes of real models and the kernel's limits: d a multiple of 16
+    // or not (the scalar tail), dv up to 128 (two threads per dimension) and
+    // above (one).
+    for (d, dv) in [(128, 128), (37, 130), (256, 256), (64, 200)] {
+        let q = rand_tensor(&mut r, &[2, h, d]);
+        let k = rand_tensor(&mut r, &[90, hkv, d]);
+        let v = rand_tensor(&mut r, &[90, hkv, dv]);
+        let op = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: 80,
+            kv_len: Some(82),
+        };
+        check(&op, &[q, k, v], 1e-5, 0.0);
+    }
 }
 
 #[test]
