@@ -81,6 +81,8 @@ pub struct Recorder {
     profiled: Vec<String>,
     /// When the first op of this batch was recorded (profiling only).
     started: Option<std::time::Instant>,
+    /// Mappable buffer of the read-backs, kept for the next one (grown as needed).
+    readback: Option<wgpu::Buffer>,
 }
 
 /// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
@@ -93,17 +95,28 @@ struct Profiler {
     totals: Mutex<HashMap<String, (f64, u64)>>,
 }
 
-/// Host milliseconds per phase of the batches so far (`CYB_WGPU_PROFILE` set).
-#[derive(Debug, Clone, Copy, Default)]
+/// Host milliseconds per phase of each batch so far (`CYB_WGPU_PROFILE` set):
+/// recording (first op to submit), in `queue.submit` (wgpu's command encoding
+/// and barrier tracking), waiting for the GPU in its read-back (0 without one).
+#[derive(Debug, Clone, Default)]
 pub struct HostTimes {
-    /// From a batch's first recorded op to its submit.
-    pub record_ms: f64,
-    /// In `queue.submit` (wgpu's command encoding and barrier tracking).
-    pub submit_ms: f64,
-    /// Waiting for the GPU in read-backs (after their submit).
-    pub wait_ms: f64,
-    /// Batches submitted.
-    pub batches: u64,
+    /// One (record, submit, wait) entry per submitted batch.
+    pub batches: Vec<[f64; 3]>,
+}
+
+impl HostTimes {
+    /// Sums and medians of the three phases over the batches.
+    pub fn summary(&self) -> ([f64; 3], [f64; 3]) {
+        let mut sum = [0.0; 3];
+        let mut median = [0.0; 3];
+        for (i, (s, m)) in sum.iter_mut().zip(&mut median).enumerate() {
+            let mut v: Vec<f64> = self.batches.iter().map(|b| b[i]).collect();
+            *s = v.iter().sum();
+            v.sort_by(f64::total_cmp);
+            *m = v.get(v.len() / 2).copied().unwrap_or(0.0);
+        }
+        (sum, median)
+    }
 }
 
 /// Bind groups by (kernel, parameter slot, buffers): a decode step records the
@@ -278,6 +291,7 @@ impl Gpu {
                 submits: 0,
                 profiled: Vec::new(),
                 started: None,
+                readback: None,
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
@@ -307,7 +321,7 @@ impl Gpu {
 
     /// Host times so far, when profiling (`CYB_WGPU_PROFILE` set).
     pub fn host_times(&self) -> Option<HostTimes> {
-        self.host_times.as_ref().map(|h| *lock(h))
+        self.host_times.as_ref().map(|h| lock(h).clone())
     }
 
     /// Bytes of GPU memory the allocator holds for live resources, after
@@ -363,9 +377,11 @@ impl Gpu {
             rec.submits += 1;
             if let (Some(h), Some(t0)) = (&self.host_times, rec.started.take()) {
                 let mut h = lock(h);
-                h.record_ms += (submit - t0).as_secs_f64() * 1e3;
-                h.submit_ms += submit.elapsed().as_secs_f64() * 1e3;
-                h.batches += 1;
+                h.batches.push([
+                    (submit - t0).as_secs_f64() * 1e3,
+                    submit.elapsed().as_secs_f64() * 1e3,
+                    0.0,
+                ]);
             }
             if let (Some(pr), true) = (&self.profiler, n > 0) {
                 self.collect_profile(pr, &std::mem::take(&mut rec.profiled));
@@ -851,15 +867,18 @@ impl Gpu {
         bytes: u64,
     ) -> Result<Vec<u8>, ExecutionError> {
         let size = bytes.max(4).next_multiple_of(4);
-        let staging = self.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("readback"),
-            size,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
+        let staging = match rec.readback.take() {
+            Some(b) if b.size() >= size => b,
+            _ => self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("readback"),
+                size,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            }),
+        };
         self.copy(rec, buf, 0, &staging, 0, size);
         self.flush(rec);
-        let slice = staging.slice(..);
+        let slice = staging.slice(..size);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
             let _ = tx.send(r);
@@ -873,7 +892,9 @@ impl Gpu {
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| fail(e.to_string()))?;
         if let Some(h) = &self.host_times {
-            lock(h).wait_ms += waiting.elapsed().as_secs_f64() * 1e3;
+            if let Some(last) = lock(h).batches.last_mut() {
+                last[2] = waiting.elapsed().as_secs_f64() * 1e3;
+            }
         }
         rx.recv()
             .map_err(|e| fail(e.to_string()))?
@@ -883,6 +904,7 @@ impl Gpu {
             view[..bytes as usize].to_vec()
         };
         staging.unmap();
+        rec.readback = Some(staging);
         Ok(out)
     }
 }

@@ -209,10 +209,18 @@ impl Drop for WgpuBackend {
     /// Prints the host times and the per-kernel profile to stderr when profiling.
     fn drop(&mut self) {
         if let Some(h) = self.gpu.host_times() {
+            let (sum, median) = h.summary();
             eprintln!(
-                "wgpu host: {} batches; {:.3} ms recording (first op to submit), {:.3} ms in \
-                 submits, {:.3} ms waiting for the GPU in read-backs",
-                h.batches, h.record_ms, h.submit_ms, h.wait_ms
+                "wgpu host: {} batches; recording (first op to submit) {:.3} ms, median {:.3}; \
+                 in submits {:.3} ms, median {:.3}; waiting for the GPU in read-backs {:.3} ms, \
+                 median {:.3}",
+                h.batches.len(),
+                sum[0],
+                median[0],
+                sum[1],
+                median[1],
+                sum[2],
+                median[2]
             );
         }
         let prof = self.gpu.profile();
