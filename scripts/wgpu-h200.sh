@@ -17,6 +17,8 @@
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
 # smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
+# smol1: (carry .wgbin .xfer1) the binary and the first half of SmolLM2 to
+#   /tmp/cyb, for a smol call right after (instead of the whole bench phase).
 # l8b: (carry .gl .wgbin .devbin/llvk) the bench phase's 8B part alone, for
 #   kernel work: tiny parity, host times (CYB_WGPU_PROFILE=host) and the
 #   per-kernel profile, tg128 of the default kernels, of each shader variant
@@ -66,6 +68,12 @@ variant() { # label dir: tg128 of the 8B model with the shaders in dir
   CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
 }
 case $phase in
+smol1)
+  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
+  chmod +x $B
+  cp .xfer1/* $M/
+  ls -la $M
+  ;;
 l8b)
   if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
   chmod +x $B

@@ -381,6 +381,65 @@ fn attention_matches_reference() {
     }
 }
 
+/// FusedRopeAppend (both RoPE styles, full and partial rotation, grouped
+/// heads, dv != d) into device caches in one dispatch, and into host caches
+/// part by part, against the reference's ropes and append.
+#[test]
+fn fused_rope_append_matches_reference() {
+    let mut r = rng("fused_rope_append_matches_reference");
+    let g = gpu();
+    let (m, h, hkv, d, dv) = (12, 4, 2, 24, 27);
+    let mut ctx = ExecContext::new(1);
+    for style in [RopeStyle::Neox, RopeStyle::Normal] {
+        for rot in [d, 16] {
+            let (cos, sin) = rope_cache(m, &rope_inv_freq(rot, 10000.0)).unwrap();
+            let device = [
+                g.alloc(&[m, hkv, d], DType::F32).unwrap(),
+                g.alloc(&[m, hkv, dv], DType::F32).unwrap(),
+            ];
+            let host = [
+                Tensor::state_zeros(&[m, hkv, d]),
+                Tensor::state_zeros(&[m, hkv, dv]),
+            ];
+            let want = [
+                Tensor::state_zeros(&[m, hkv, d]),
+                Tensor::state_zeros(&[m, hkv, dv]),
+            ];
+            let mut pos = 0;
+            for s in [3, 1, 2] {
+                let q = rand_tensor(&mut r, &[s, h, d]);
+                let k = rand_tensor(&mut r, &[s, hkv, d]);
+                let v = rand_tensor(&mut r, &[s, hkv, dv]);
+                let op = Op::FusedRopeAppend {
+                    style,
+                    rot_dim: rot,
+                    pos,
+                };
+                let args = |caches: &[Tensor; 2]| {
+                    let mut a = vec![q.clone(), k.clone(), v.clone(), cos.clone(), sin.clone()];
+                    a.extend(caches.iter().cloned());
+                    a
+                };
+                let expect = reference::execute(&op, &args(&want)).unwrap();
+                let q_want = expect[0].read_f32("t").unwrap().to_vec();
+                for caches in [&device, &host] {
+                    let got = g.execute(&op, &args(caches), &mut ctx).unwrap();
+                    let q_got = g.try_download_f32(&got[0]).unwrap();
+                    assert!(rel_err(&q_got, &q_want) < 1e-6, "{style:?} rot {rot}: q");
+                }
+                pos += s;
+            }
+            for caches in [&device, &host] {
+                for (c, w) in caches.iter().zip(&want) {
+                    let got = g.try_download_f32(c).unwrap();
+                    let w = w.read_f32("t").unwrap().to_vec();
+                    assert!(rel_err(&got, &w) < 1e-6, "{style:?} rot {rot}: caches");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn kv_cache_on_device_matches_host_append() {
     let mut r = rng("kv_cache_on_device_matches_host_append");

@@ -212,6 +212,17 @@ pub enum Op {
     FusedSwiGlu,
     /// `[x [.., K], Wq, Wk, Wv] -> [x Wq^T, x Wk^T, x Wv^T]`.
     FusedQkv,
+    /// `[q [S, H, d], k [S, Hkv, d], v [S, Hkv, dv], cos, sin, k_cache, v_cache]
+    /// -> [rope(q), k_cache, v_cache]`: `Rope` (with the cos/sin cache) of q
+    /// and of k, then `KvAppend` of the rotated k and of v at `pos`.
+    FusedRopeAppend {
+        /// Pairing of the rotated dimensions.
+        style: RopeStyle,
+        /// Rotated dimensions (even, <= d); the rest pass through.
+        rot_dim: usize,
+        /// Position of the first row.
+        pos: usize,
+    },
 }
 
 fn mismatch(op: &Op, expected: &[usize], got: &[usize]) -> ExecutionError {
@@ -289,6 +300,25 @@ impl Op {
             Op::FusedSkipNorm { .. } => "FusedSkipNorm",
             Op::FusedSwiGlu => "FusedSwiGlu",
             Op::FusedQkv => "FusedQkv",
+            Op::FusedRopeAppend { .. } => "FusedRopeAppend",
+        }
+    }
+
+    /// The `Rope` that [`Op::FusedRopeAppend`] applies to q and k (its
+    /// cos/sin cache gives the angles, so `base` is unused); None for other ops.
+    pub fn rope_part(&self) -> Option<Op> {
+        match self {
+            Op::FusedRopeAppend {
+                style,
+                rot_dim,
+                pos,
+            } => Some(Op::Rope {
+                style: *style,
+                rot_dim: *rot_dim,
+                pos: *pos,
+                base: 0.0,
+            }),
+            _ => None,
         }
     }
 
@@ -514,6 +544,21 @@ impl Op {
                     }
                 }
                 Ok(vec![f32_out(vec![q[0], q[1], v[2]])])
+            }
+            Op::FusedRopeAppend { pos, .. } => {
+                arity(7, 7)?;
+                let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
+                let (cos, sin) = (&inputs[3], &inputs[4]);
+                let rope = self.rope_part().ok_or_else(|| mismatch(self, &[7], &[0]))?;
+                let q_out = rope.infer(&[q.clone(), cos.clone(), sin.clone()])?;
+                rope.infer(&[k.clone(), cos.clone(), sin.clone()])?;
+                let caches = Op::KvAppend { pos: *pos }.infer(&[
+                    inputs[5].clone(),
+                    inputs[6].clone(),
+                    k.clone(),
+                    v.clone(),
+                ])?;
+                Ok(q_out.into_iter().chain(caches).collect())
             }
             Op::KvAppend { pos } => {
                 arity(4, 4)?;

@@ -119,6 +119,9 @@ impl HostTimes {
     }
 }
 
+/// Uploaded weights by the identity of their parts, with the owners' liveness.
+type WeightCache = HashMap<Vec<WeightKey>, (Vec<Alive>, Arc<Weight>)>;
+
 /// Bind groups by (kernel, parameter slot, buffers): a decode step records the
 /// same dispatches on the same pooled buffers every time, so they are reused.
 type BindGroups = HashMap<(String, u64, Vec<wgpu::Buffer>), wgpu::BindGroup>;
@@ -140,7 +143,7 @@ pub struct Gpu {
     rec: Mutex<Recorder>,
     /// Uploaded weights by the identity of their parts (one part, or the
     /// weights of a fused op laid end to end).
-    weights: Mutex<HashMap<Vec<WeightKey>, (Vec<Alive>, Arc<Weight>)>>,
+    weights: Mutex<WeightCache>,
     bind_groups: Mutex<BindGroups>,
     profiler: Option<Profiler>,
     host_times: Option<Mutex<HostTimes>>,
@@ -224,6 +227,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "rope" => vec![file!("rope.wgsl")],
         "attention" => vec![file!("attention.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
+        "rope_append" => vec![file!("rope_append.wgsl")],
         "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
         "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],

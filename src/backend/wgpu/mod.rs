@@ -311,7 +311,7 @@ impl Backend for WgpuBackend {
             | Op::Argmax
             | Op::KvAppend { .. } => true,
             Op::Slice { axis, .. } => inputs[0].shape[..*axis].iter().product::<usize>() <= 64,
-            Op::Rope { .. } => true,
+            Op::Rope { .. } | Op::FusedRopeAppend { .. } => true,
             Op::Sdpa { mask, .. } => {
                 !matches!(mask, super::Mask::Padding(_))
                     && inputs[0].shape[2] <= 256

@@ -345,6 +345,11 @@ pub fn run(
     match op {
         Op::Reshape(shape) => return Ok(vec![inputs[0].reshaped(shape)?]),
         Op::Argmax | Op::Sample(_) => return argmax(gpu, op, inputs),
+        Op::FusedRopeAppend { pos, .. }
+            if device_buf(&inputs[5]).is_none() || device_buf(&inputs[6]).is_none() =>
+        {
+            return rope_append_parts(gpu, op, *pos, inputs, outs)
+        }
         _ => {}
     }
     let mut rec = gpu.recorder();
@@ -634,6 +639,51 @@ pub fn run(
             )?;
             Ok(vec![t])
         }
+        Op::FusedRopeAppend {
+            style,
+            rot_dim,
+            pos,
+        } => {
+            let (q_info, kc, vc) = (&outs[0], &inputs[5], &inputs[6]);
+            let (Some(kcb), Some(vcb)) = (device_buf(kc), device_buf(vc)) else {
+                return Err(unsupported(
+                    "FusedRopeAppend caches on the host",
+                    kc.dtype(),
+                ));
+            };
+            let (s, heads, d) = (q_info.shape[0], q_info.shape[1], q_info.shape[2]);
+            let (kv_heads, dv) = (inputs[1].shape()[1], inputs[2].shape()[2]);
+            let half = rot_dim / 2;
+            let qb = act(gpu, rec, &inputs[0])?;
+            let kb = act(gpu, rec, &inputs[1])?;
+            let vb = act(gpu, rec, &inputs[2])?;
+            let cb = vector_rows(gpu, &inputs[3], half)?;
+            let sb = vector_rows(gpu, &inputs[4], half)?;
+            let (t, y) = out(gpu, rec, q_info)?;
+            let mut p: Params = [0; 32];
+            p[..10].copy_from_slice(&[
+                s as u32,
+                heads as u32,
+                kv_heads as u32,
+                d as u32,
+                dv as u32,
+                *rot_dim as u32,
+                u32::from(*style == RopeStyle::Normal),
+                *pos as u32,
+                (pos * kv_heads * d) as u32,
+                (pos * kv_heads * dv) as u32,
+            ]);
+            let threads = s * (heads * d).max(kv_heads * d.max(dv));
+            gpu.dispatch(
+                rec,
+                "rope_append",
+                &[&qb, &kb, &vb, &cb, &sb, &y, kcb.buffer(), vcb.buffer()],
+                p,
+                (threads as u64).div_ceil(WG),
+                1,
+            )?;
+            Ok(vec![t, kc.clone(), vc.clone()])
+        }
         Op::KvAppend { pos } => {
             let row = inputs[2].numel() / inputs[2].shape()[0].max(1);
             let vrow = inputs[3].numel() / inputs[3].shape()[0].max(1);
@@ -791,6 +841,32 @@ pub fn run(
             inputs.first().map_or(DType::F32, |t| t.dtype()),
         )),
     }
+}
+
+/// FusedRopeAppend with caches on the host: the two ropes on the GPU, then
+/// the host append.
+fn rope_append_parts(
+    gpu: &Gpu,
+    op: &Op,
+    pos: usize,
+    inputs: &[Tensor],
+    outs: &[TensorInfo],
+) -> Result<Vec<Tensor>, ExecutionError> {
+    let rope = op
+        .rope_part()
+        .ok_or_else(|| unsupported(op.name(), DType::F32))?;
+    let tables = [inputs[3].clone(), inputs[4].clone()];
+    let q = run(gpu, &rope, &[&inputs[..1], &tables].concat(), &outs[..1])?;
+    let k_info = [inputs[1].info().clone()];
+    let k = run(gpu, &rope, &[&inputs[1..2], &tables].concat(), &k_info)?;
+    let append = [
+        inputs[5].clone(),
+        inputs[6].clone(),
+        k[0].clone(),
+        inputs[2].clone(),
+    ];
+    let caches = run(gpu, &Op::KvAppend { pos }, &append, &outs[1..])?;
+    Ok(q.into_iter().chain(caches).collect())
 }
 
 /// Argmax of every row (Argmax) or of the last row (greedy Sample) on the

@@ -329,19 +329,14 @@ impl Llama {
                 (Some(_), Some(local)) => local,
                 _ => &self.rope_global,
             };
-            let rope = Op::Rope {
+            let fused = Op::FusedRopeAppend {
                 style: c.rope_style,
                 rot_dim: c.rot_dim,
                 pos,
-                base: 0.0,
             };
-            q = run1(&rope, &[q, cos.clone(), sin.clone()], ctx)?;
-            k = run1(&rope, &[k, cos.clone(), sin.clone()], ctx)?;
-            dispatcher.run(
-                &Op::KvAppend { pos },
-                &[cache.k[li].clone(), cache.v[li].clone(), k, v],
-                ctx,
-            )?;
+            let (kc, vc) = (cache.k[li].clone(), cache.v[li].clone());
+            let args = [q, k, v, cos.clone(), sin.clone(), kc, vc];
+            q = rope_and_append(dispatcher, &fused, &args, ctx)?;
             let sdpa = Op::Sdpa {
                 scale: Some(c.attn_scale),
                 mask: match layer.sliding {
@@ -414,4 +409,39 @@ impl Llama {
         cache.len = pos + s;
         Ok(logits)
     }
+}
+
+/// RoPE of q and k and the KV-cache append (`args` as [`Op::FusedRopeAppend`]
+/// takes them): one op where the primary backend fuses them (one GPU
+/// dispatch), else rope, rope, append. Returns the rotated q.
+fn rope_and_append(
+    dispatcher: &Dispatcher,
+    fused: &Op,
+    args: &[Tensor; 7],
+    ctx: &mut ExecContext,
+) -> Result<Tensor, ExecutionError> {
+    let infos: Vec<_> = args.iter().map(|t| t.info().clone()).collect();
+    let (q, k, v, cos, sin, kc, vc) = (
+        &args[0], &args[1], &args[2], &args[3], &args[4], &args[5], &args[6],
+    );
+    let missing = || ExecutionError::ShapeMismatch {
+        op: format!("{} (outputs)", fused.name()),
+        expected: vec![3],
+        got: vec![0],
+    };
+    if dispatcher.primary().supports(fused, &infos) {
+        return dispatcher
+            .run(fused, args, ctx)?
+            .into_iter()
+            .next()
+            .ok_or_else(missing);
+    }
+    let (Op::FusedRopeAppend { pos, .. }, Some(rope)) = (fused, fused.rope_part()) else {
+        return Err(missing());
+    };
+    let q = dispatcher.run1(&rope, &[q.clone(), cos.clone(), sin.clone()], ctx)?;
+    let k = dispatcher.run1(&rope, &[k.clone(), cos.clone(), sin.clone()], ctx)?;
+    let append = [kc.clone(), vc.clone(), k, v.clone()];
+    dispatcher.run(&Op::KvAppend { pos: *pos }, &append, ctx)?;
+    Ok(q)
 }

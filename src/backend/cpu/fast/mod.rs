@@ -204,6 +204,23 @@ pub fn execute(
                 .map(|i| linear::matmul_values(pool, &x, &inputs[i], &outs[i - 1].shape, ctx))
                 .collect()
         }
+        Op::FusedRopeAppend { pos, .. } => {
+            // The fast rope of q and of k, then the append (as the three ops).
+            let rope = op
+                .rope_part()
+                .ok_or_else(|| reference::not_host(&inputs[0], name))?;
+            let tables = [inputs[3].clone(), inputs[4].clone()];
+            let mut rotated = Vec::with_capacity(2);
+            for x in &inputs[..2] {
+                let args = [x.clone(), tables[0].clone(), tables[1].clone()];
+                rotated.extend(execute(pool, &rope, &args, ctx)?);
+            }
+            let [q, k] = <[Tensor; 2]>::try_from(rotated)
+                .map_err(|_| reference::not_host(&inputs[0], name))?;
+            let append = [inputs[5].clone(), inputs[6].clone(), k, inputs[2].clone()];
+            let caches = execute(pool, &Op::KvAppend { pos: *pos }, &append, ctx)?;
+            Ok(std::iter::once(q).chain(caches).collect())
+        }
         _ => reference::execute(op, inputs),
     }
 }

@@ -196,6 +196,21 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 &v,
             ))
         }
+        Op::FusedRopeAppend { pos, .. } => {
+            let rope = op.rope_part().ok_or_else(|| not_host(&inputs[0], name))?;
+            let rotate = |x: &Tensor| -> Result<Tensor, ExecutionError> {
+                let args = [x.clone(), inputs[3].clone(), inputs[4].clone()];
+                execute(&rope, &args)?
+                    .into_iter()
+                    .next()
+                    .ok_or_else(|| not_host(x, name))
+            };
+            let q = rotate(&inputs[0])?;
+            let k = rotate(&inputs[1])?;
+            let append = [inputs[5].clone(), inputs[6].clone(), k, inputs[2].clone()];
+            let caches = execute(&Op::KvAppend { pos: *pos }, &append)?;
+            Ok(std::iter::once(q).chain(caches).collect())
+        }
         Op::KvAppend { pos } => {
             for (cache, new) in [(&inputs[0], &inputs[2]), (&inputs[1], &inputs[3])] {
                 let values = new.read_f32(name)?;
