@@ -63,28 +63,33 @@ parity() { # model label: wgpu (twice) against the reference backend (the arbite
   say "$2 cpu      : $c"; say "$2 reference: $r"; say "$2 wgpu     : $w"; say "$2 wgpu again: $w2"
   [ "$r" = "$w" ] && [ "$w" = "$w2" ] && say "$2 PARITY wgpu = reference OK" || say "$2 PARITY FAIL"
 }
-variant() { # label dir: tg128 of the 8B model with the shaders in dir
-  say "8b tg128, $1"
-  CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+install_bin() { # the carried binary to $B
+  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
+  chmod +x $B
 }
-case $phase in
-smol1)
-  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
-  chmod +x $B
-  cp .xfer1/* $M/
-  ls -la $M
-  ;;
-l8b)
-  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $B; else gunzip -c .wgbin/cyb-llm.gz >$B; fi
-  chmod +x $B
+models_8b() { # adapter report, tiny parity, the 8B-shaped GGUF and its .model in $M
   nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
   $B backends
   export PYTHONPATH=$PWD/.wgbin/py
   python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/tiny.gguf --shape tiny
   $B import $M/tiny.gguf -o $M/tiny.model >/dev/null
   parity $M/tiny.model tiny
-  python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
-  $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
+  time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
+  time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
+}
+variant() { # label dir: tg128 of the 8B model with the shaders in dir
+  say "8b tg128, $1"
+  CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+}
+case $phase in
+smol1)
+  install_bin
+  cp .xfer1/* $M/
+  ls -la $M
+  ;;
+l8b)
+  install_bin
+  models_8b
   say "8b host times (bench tg128, CYB_WGPU_PROFILE=host)"
   CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   say "8b profile (run -n 64, then -n 1, CYB_WGPU_PROFILE=1)"
@@ -101,15 +106,8 @@ l8b)
   ;;
 bench)
   cp .xfer1/* $M/
-  if [ -f .wgbin/cyb-llm ]; then cp .wgbin/cyb-llm $M/; else gunzip -c .wgbin/cyb-llm.gz >$B && chmod +x $B; fi
-  nvidia-smi --query-gpu=name,driver_version,memory.used,clocks.sm,clocks.mem --format=csv
-  $B backends
-  export PYTHONPATH=$PWD/.wgbin/py
-  python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/tiny.gguf --shape tiny
-  $B import $M/tiny.gguf -o $M/tiny.model >/dev/null
-  parity $M/tiny.model tiny
-  time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
-  time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
+  install_bin
+  models_8b
   say "8b profile (run -n 64, CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 64 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null

@@ -1,11 +1,10 @@
-// matvec.wgsl's plain output: rows n0 .. n0 + NR of the chunk (rows past it
-// repeat its last row; their sums are not stored) into y[b.x + n], where
-// b.x is the chunk's first row (b.y unused).
+// matvec.wgsl's plain output: rows n0 .. n0 + NR of the chunk into y[b.x + n],
+// where b.x is the chunk's first row (b.y unused).
 @group(0) @binding(2) var<storage, read_write> y: array<f32>;
 @group(0) @binding(3) var<uniform> p: Params;
 
 fn mv_rows(g: u32) -> vec4<u32> {
-    return min(vec4<u32>(g * NR) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.a.y - 1u));
+    return consecutive_rows(g);
 }
 
 fn mv_store(g: u32, v: vec4<f32>) {

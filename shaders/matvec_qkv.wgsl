@@ -7,7 +7,7 @@
 @group(0) @binding(5) var<uniform> p: Params;
 
 fn mv_rows(g: u32) -> vec4<u32> {
-    return min(vec4<u32>(g * NR) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.a.y - 1u));
+    return consecutive_rows(g);
 }
 
 fn mv_store(g: u32, v: vec4<f32>) {
