@@ -3,7 +3,7 @@
 
 use super::alloc::{GpuBuf, GpuFrameAllocator};
 use crate::backend::alloc::HostF32;
-use crate::backend::{BufferUsage, Storage, Tensor};
+use crate::backend::{BufferUsage, SharedBytes, Storage, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::collections::HashMap;
@@ -50,6 +50,22 @@ struct WeightKey {
     end: usize,
     row_values: usize,
     as_f32: bool,
+}
+
+impl WeightKey {
+    /// The key of host bytes `b` seen as rows of `row_values` values, and the
+    /// handle that tells when their owner is gone.
+    fn of_bytes(b: &SharedBytes, row_values: usize, as_f32: bool) -> (WeightKey, Alive) {
+        let (owner, range, weak) = b.identity();
+        let key = WeightKey {
+            owner,
+            start: range.start,
+            end: range.end,
+            row_values,
+            as_f32,
+        };
+        (key, Alive::Bytes(weak))
+    }
 }
 
 enum Alive {
@@ -224,10 +240,10 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "norm" => vec![file!("norm.wgsl"), reduce],
         "softmax" => vec![file!("softmax.wgsl")],
         "argmax" => vec![file!("argmax.wgsl")],
-        "rope" => vec![file!("rope.wgsl")],
+        "rope" => vec![file!("rope.wgsl"), file!("rope_pair.wgsl")],
         "attention" => vec![file!("attention.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
-        "rope_append" => vec![file!("rope_append.wgsl")],
+        "rope_append" => vec![file!("rope_append.wgsl"), file!("rope_pair.wgsl")],
         "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
         "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
@@ -750,17 +766,8 @@ impl Gpu {
                 }));
             }
             Storage::Bytes(b) => {
-                let (owner, range, weak) = b.identity();
-                (
-                    Some(WeightKey {
-                        owner,
-                        start: range.start,
-                        end: range.end,
-                        row_values,
-                        as_f32,
-                    }),
-                    Some(Alive::Bytes(weak)),
-                )
+                let (key, alive) = WeightKey::of_bytes(b, row_values, as_f32);
+                (Some(key), Some(alive))
             }
             Storage::F32(h) => (
                 Some(WeightKey {
@@ -825,16 +832,10 @@ impl Gpu {
             if t.dtype() != dtype {
                 return Ok(None);
             }
-            let (owner, range, weak) = b.identity();
-            total += range.len();
-            keys.push(WeightKey {
-                owner,
-                start: range.start,
-                end: range.end,
-                row_values,
-                as_f32: false,
-            });
-            alive.push(Alive::Bytes(weak));
+            let (key, owner) = WeightKey::of_bytes(b, row_values, false);
+            total += key.end - key.start;
+            keys.push(key);
+            alive.push(owner);
         }
         if row_bytes == 0 || total % row_bytes != 0 || total as u64 + 4 > self.max_binding() {
             return Ok(None);

@@ -621,14 +621,16 @@ pub fn run(
             };
             let (t, y) = out(gpu, rec, &outs[0])?;
             let mut p: Params = [0; 32];
-            p[..5].copy_from_slice(&[
+            p[..8].copy_from_slice(&[
                 s as u32,
                 heads as u32,
+                0,
                 d as u32,
+                0,
                 *rot_dim as u32,
                 u32::from(*style == RopeStyle::Normal),
+                row0 as u32,
             ]);
-            p[5] = row0 as u32;
             gpu.dispatch(
                 rec,
                 "rope",
