@@ -635,3 +635,105 @@ fn conv1d_group_norm_layout_ops_run_through_cpu() {
     );
     check_op(&Op::Argmax, &[x], 0.0, 2);
 }
+
+/// `MatmulBias` gives exactly `Matmul` then `Add` on the cpu backend (the float GEMM adds
+/// the bias as it writes a tile, the other kernels after), on both sides of the GEMM's row
+/// threshold and for quantized weights; and the reference within the one-op tolerance.
+#[test]
+fn matmul_bias_equals_matmul_then_add() {
+    use cyb_llm::backend::cpu::CpuBackend;
+    use cyb_llm::backend::{Backend, ExecContext};
+    let mut r = rng("matmul_bias");
+    let cpu = CpuBackend::new(2).unwrap();
+    let mut ctx = ExecContext::new(2);
+    for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4K] {
+        for (m, n) in [(1, 17), (3, 255), (8, 3), (17, 17), (100, 255), (300, 64)] {
+            let k = 256;
+            let x = rand_tensor(&mut r, &[m, k]);
+            let w = rand_weight(&mut r, &[n, k], dtype);
+            let b = rand_tensor(&mut r, &[n]);
+            let mut run = |op: &Op, inputs: &[Tensor]| cpu.execute(op, inputs, &mut ctx).unwrap();
+            let fused = run(&Op::MatmulBias, &[x.clone(), w.clone(), b.clone()]);
+            let y = run(&Op::Matmul, &[x.clone(), w.clone()]);
+            let want = run(&Op::Add, &[y[0].clone(), b.clone()]);
+            assert_eq!(
+                fused[0].as_f32().unwrap(),
+                want[0].as_f32().unwrap(),
+                "MatmulBias vs Matmul + Add ({dtype}, m={m}, n={n})"
+            );
+            if !dtype.is_quantized() {
+                let floor = matmul_typical(&x, &w);
+                check_op_floor(&Op::MatmulBias, &[x, w, b], F32_TOL, 2, floor);
+            }
+        }
+    }
+    // A bias of the wrong length is a shape error, not a panic.
+    let x = rand_tensor(&mut r, &[3, 32]);
+    let w = rand_weight(&mut r, &[5, 32], DType::F32);
+    let b = rand_tensor(&mut r, &[4]);
+    let err = cpu.execute(&Op::MatmulBias, &[x, w, b], &mut ctx);
+    assert!(err.is_err(), "bias [4] for 5 outputs accepted");
+}
+
+/// `SdpaBatch` against an independent formulation: per sequence, `Sdpa` over all `L`
+/// padded key rows with a padding mask (reference), and the cpu backend against the
+/// reference — sequences shorter than a key tile, shorter and longer than a query block,
+/// grouped heads, and head sizes the tiled kernels do not take.
+#[test]
+fn sdpa_batch_equals_padding_masked_sdpa_per_sequence() {
+    use cyb_llm::backend::cpu::reference;
+    let mut r = rng("sdpa_batch");
+    // (L, H, Hkv, d, lengths)
+    let cases: [(usize, usize, usize, usize, &[usize]); 5] = [
+        (5, 12, 12, 32, &[5, 1, 3]),
+        (30, 12, 12, 32, &[30, 24, 17, 2]),
+        (40, 4, 2, 64, &[40, 33]),
+        (7, 2, 2, 17, &[7, 4]),
+        (1, 3, 1, 16, &[1, 1, 1]),
+    ];
+    for (l, h, hkv, d, lengths) in cases {
+        let n = lengths.len();
+        let q = rand_tensor(&mut r, &[n * l, h, d]);
+        let k = rand_tensor(&mut r, &[n * l, hkv, d]);
+        let v = rand_tensor(&mut r, &[n * l, hkv, d]);
+        let op = Op::SdpaBatch {
+            scale: None,
+            lengths: lengths.to_vec(),
+        };
+        let inputs = [q.clone(), k.clone(), v.clone()];
+        check_op(&op, &inputs, F32_TOL, 2);
+        let got = reference::execute(&op, &inputs).unwrap();
+        let (qv, kv, vv) = (
+            q.as_f32().unwrap(),
+            k.as_f32().unwrap(),
+            v.as_f32().unwrap(),
+        );
+        let mut want = Vec::new();
+        for (b, &len) in lengths.iter().enumerate() {
+            let part = |t: &[f32], heads: usize| {
+                let rows = l * heads * d;
+                Tensor::from_f32(&[l, heads, d], t[b * rows..(b + 1) * rows].to_vec()).unwrap()
+            };
+            let masked = Op::Sdpa {
+                scale: None,
+                mask: Mask::Padding((0..l).map(|j| j < len).collect()),
+                q_pos: 0,
+                kv_len: None,
+            };
+            let out = reference::execute(&masked, &[part(qv, h), part(kv, hkv), part(vv, hkv)]);
+            want.extend_from_slice(out.unwrap()[0].as_f32().unwrap());
+        }
+        let e = rel_err(got[0].as_f32().unwrap(), &want);
+        assert!(e <= F32_TOL, "SdpaBatch L={l} lengths={lengths:?}: {e}");
+    }
+    // Lengths that do not fit the rows are shape errors.
+    let q = rand_tensor(&mut r, &[6, 2, 8]);
+    for lengths in [vec![3, 0], vec![4, 3], vec![2, 2, 2, 2], vec![]] {
+        let op = Op::SdpaBatch {
+            scale: None,
+            lengths: lengths.clone(),
+        };
+        let err = reference::execute(&op, &[q.clone(), q.clone(), q.clone()]);
+        assert!(err.is_err(), "lengths {lengths:?} for 6 rows accepted");
+    }
+}

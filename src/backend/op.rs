@@ -212,6 +212,19 @@ pub enum Op {
     FusedSwiGlu,
     /// `[x [.., K], Wq, Wk, Wv] -> [x Wq^T, x Wk^T, x Wv^T]`.
     FusedQkv,
+    /// `[x [.., K], W [N, K], b [N]] -> [x W^T + b]`: `Matmul`, then `Add` of the bias
+    /// (a linear layer; same arithmetic as the two ops).
+    MatmulBias,
+    /// `[Q [n L, H, d], K [n L, Hkv, d], V [n L, Hkv, dv]] -> [O [n L, H, dv]]` for
+    /// `n = lengths.len()` sequences of `L` rows each (padded): the `L` query rows of
+    /// sequence `b` attend, unmasked, to its first `lengths[b]` key rows — `Sdpa` per
+    /// sequence, i.e. an encoder batch under its padding mask (padding queries included).
+    SdpaBatch {
+        /// Score scale; `None` = `1 / sqrt(d)`.
+        scale: Option<f32>,
+        /// Real rows of each sequence, each in `1..=L`.
+        lengths: Vec<usize>,
+    },
     /// `[q [S, H, d], k [S, Hkv, d], v [S, Hkv, dv], cos, sin, k_cache, v_cache]
     /// -> [rope(q), k_cache, v_cache]`: `Rope` (with the cos/sin cache) of q
     /// and of k, then `KvAppend` of the rotated k and of v at `pos`.
@@ -300,6 +313,8 @@ impl Op {
             Op::FusedSkipNorm { .. } => "FusedSkipNorm",
             Op::FusedSwiGlu => "FusedSwiGlu",
             Op::FusedQkv => "FusedQkv",
+            Op::MatmulBias => "MatmulBias",
+            Op::SdpaBatch { .. } => "SdpaBatch",
             Op::FusedRopeAppend { .. } => "FusedRopeAppend",
         }
     }
@@ -545,6 +560,26 @@ impl Op {
                 }
                 Ok(vec![f32_out(vec![q[0], q[1], v[2]])])
             }
+            Op::SdpaBatch { lengths, .. } => {
+                let out = Op::Sdpa {
+                    scale: None,
+                    mask: Mask::None,
+                    q_pos: 0,
+                    kv_len: None,
+                }
+                .infer(inputs)?;
+                let (rows, k) = (inputs[0].shape[0], &inputs[1].shape);
+                let n = lengths.len();
+                let seq = rows.checked_div(n).unwrap_or(0);
+                let ok = n > 0
+                    && seq * n == rows
+                    && k[0] == rows
+                    && lengths.iter().all(|&len| (1..=seq).contains(&len));
+                if !ok {
+                    return Err(mismatch(self, &[rows], lengths));
+                }
+                Ok(out)
+            }
             Op::FusedRopeAppend { pos, .. } => {
                 arity(7, 7)?;
                 let (q, k, v) = (&inputs[0], &inputs[1], &inputs[2]);
@@ -660,6 +695,13 @@ impl Op {
                 (1..4)
                     .map(|i| Ok(f32_out(linear(x, &inputs[i])?)))
                     .collect()
+            }
+            Op::MatmulBias => {
+                arity(3, 3)?;
+                let x = act(0)?;
+                let out = linear(x, &inputs[1])?;
+                vector(2, inputs[1].shape[0])?;
+                Ok(vec![f32_out(out)])
             }
         }
     }

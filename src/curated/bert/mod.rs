@@ -29,7 +29,7 @@ pub use config::{Activation, BertConfig, Pooling, ProblemType, Variant};
 pub use pool::{l2_normalize, pool};
 
 use super::WeightBinder;
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use std::sync::Arc;
@@ -435,8 +435,18 @@ impl Bert {
         ctx.set_label("embeddings");
         let run1 =
             |op: &Op, inputs: &[Tensor], ctx: &mut ExecContext| dispatcher.run1(op, inputs, ctx);
+        // Fused ops where the primary backend has them (else their parts, on its own
+        // tensors, rather than a fallback that moves them).
+        let on_primary = |op: &Op, inputs: &[Tensor]| {
+            let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+            dispatcher.primary().supports(op, &infos)
+        };
         let linear = |x: &Tensor, lin: &Linear, ctx: &mut ExecContext| {
-            let y = run1(&Op::Matmul, &[x.clone(), lin.w.clone()], ctx)?;
+            let args = [x.clone(), lin.w.clone(), lin.b.clone()];
+            if on_primary(&Op::MatmulBias, &args) {
+                return run1(&Op::MatmulBias, &args, ctx);
+            }
+            let y = run1(&Op::Matmul, &args[..2], ctx)?;
             run1(&Op::Add, &[y, lin.b.clone()], ctx)
         };
         let layer_norm = Op::LayerNorm { eps: c.eps };
@@ -490,6 +500,10 @@ impl Bert {
             q_pos: 0,
             kv_len: None,
         };
+        let sdpa_batch = Op::SdpaBatch {
+            scale: None,
+            lengths: lengths.clone(),
+        };
         let act = match c.act {
             Activation::Gelu => Op::Gelu,
             Activation::GeluTanh => Op::GeluTanh,
@@ -509,7 +523,14 @@ impl Bert {
             let k = linear(&h, &layer.key, ctx)?;
             let v = linear(&h, &layer.value, ctx)?;
             let shape = [l, heads, hd];
-            let attn = if n == 1 {
+            let batched = [
+                q.reshaped(&[rows, heads, hd])?,
+                k.reshaped(&[rows, heads, hd])?,
+                v.reshaped(&[rows, heads, hd])?,
+            ];
+            let attn = if n > 1 && on_primary(&sdpa_batch, &batched) {
+                run1(&sdpa_batch, &batched, ctx)?
+            } else if n == 1 {
                 run1(
                     &sdpa,
                     &[

@@ -75,6 +75,7 @@ pub(super) fn rope(pool: &ThreadPool, y: &mut [f32], heads: usize, d: usize, a: 
 }
 
 /// Shapes and settings of one attention call.
+#[derive(Clone, Copy)]
 pub(super) struct SdpaArgs<'a> {
     pub heads: usize,
     pub kv_heads: usize,

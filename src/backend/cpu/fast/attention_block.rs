@@ -15,13 +15,19 @@ const QB: usize = 24;
 /// Key (or value) columns per register tile: two 8-lane vectors.
 const NR: usize = 16;
 
-/// Whether [`sdpa`] handles this call: no mask, at least one block of queries
-/// and one tile of keys, head sizes in whole vectors, and AVX2+FMA present.
+/// Whether [`sdpa`] handles this call: the tiles [`fit`] it, and there are at least one block
+/// of queries and one tile of keys (fewer take the row kernels of
+/// [`super::attention::sdpa`]).
 pub(super) fn applies(a: &SdpaArgs, queries: usize) -> bool {
+    fit(a) && queries >= QB && a.kv_len >= NR
+}
+
+/// Whether the tiles handle this call at all: no mask, head sizes in whole vectors, and
+/// AVX2+FMA present.
+fn fit(a: &SdpaArgs) -> bool {
     super::super::simd::has_avx2_fma()
         && matches!(a.mask, Mask::None)
-        && queries >= QB
-        && a.kv_len >= NR
+        && a.kv_len > 0
         && a.d > 0
         && a.dv.is_multiple_of(NR)
         && a.dv > 0
@@ -42,26 +48,12 @@ pub(super) fn sdpa(
     #[cfg(target_arch = "x86_64")]
     {
         use rayon::prelude::*;
-        // AVX-512 tiles are twice as wide (keys per panel, value columns per tile).
-        let wide = avx512::applies(a);
-        let nr = if wide { avx512::NR } else { NR };
-        let panels = a.kv_len.div_ceil(nr);
-        let kv_pad = panels * nr;
-        // Keys of each kv head as panels [panel][d][nr] (zero padded).
-        let mut kt = vec![0.0f32; a.kv_heads * kv_pad * a.d];
-        let (kv_heads, d) = (a.kv_heads, a.d);
+        let keys = PackedKeys::new(a);
+        let mut kt = vec![0.0f32; keys.len(a)];
         pool.install(|| {
-            kt.par_chunks_mut(kv_pad * d)
+            kt.par_chunks_mut(keys.kv_pad * a.d)
                 .enumerate()
-                .for_each(|(kh, t)| {
-                    for j in 0..a.kv_len {
-                        let row = &k[(j * kv_heads + kh) * d..][..d];
-                        let (panel, c) = (j / nr, j % nr);
-                        for (p, &x) in row.iter().enumerate() {
-                            t[(panel * d + p) * nr + c] = x;
-                        }
-                    }
-                });
+                .for_each(|(kh, t)| keys.pack_head(a, k, kh, t));
             let queries = out.len() / (a.heads * a.dv);
             let qb = block_rows(queries);
             // Few blocks: one per split, so that an idle thread steals single blocks (each
@@ -71,30 +63,132 @@ pub(super) fn sdpa(
                 .with_max_len(if few { 1 } else { usize::MAX })
                 .enumerate()
                 .for_each_init(
-                    || (vec![0.0f32; QB * d], vec![0.0f32; QB * kv_pad]),
+                    || keys.scratch(a),
                     |(qp, s), (blk, o)| {
-                        let bufs = Bufs {
-                            qp,
-                            s,
-                            kt: &kt,
-                            kv_pad,
-                        };
-                        // SAFETY: `applies` checked AVX2+FMA (and `avx512::applies`
-                        // AVX-512F); every pointer the kernels form stays inside the
-                        // buffers sized above.
-                        unsafe {
-                            if wide {
-                                block::<avx512::Avx512>(a, blk * qb, q, v, o, bufs)
-                            } else {
-                                block::<avx2::Avx2>(a, blk * qb, q, v, o, bufs)
-                            }
-                        }
+                        let bufs = keys.bufs(qp, s, &kt);
+                        // SAFETY: `applies` checked AVX2+FMA (and `PackedKeys::new`
+                        // AVX-512F for wide tiles); the buffers are sized by `keys`.
+                        unsafe { keys.block(a, blk * qb, q, v, o, bufs) }
                     },
                 );
         });
     }
     #[cfg(not(target_arch = "x86_64"))]
     super::attention::sdpa(pool, a, q, k, v, out);
+}
+
+/// [`Op::SdpaBatch`](crate::backend::Op::SdpaBatch): `lengths.len()` sequences of
+/// `a.kv_len` rows each in `q`, `k`, `v` and `out`; sequence `b`'s queries attend to its
+/// first `lengths[b]` keys. The sequences run in parallel, each on one thread through
+/// the tiled kernels where [`applies`] holds for it, else through
+/// [`super::attention::sdpa`].
+pub(super) fn sdpa_batch(
+    pool: &rayon::ThreadPool,
+    a: &SdpaArgs,
+    lengths: &[usize],
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) {
+    use rayon::prelude::*;
+    let rows = a.kv_len;
+    let (q_len, o_len) = (rows * a.heads * a.d, rows * a.heads * a.dv);
+    let (k_len, v_len) = (rows * a.kv_heads * a.d, rows * a.kv_heads * a.dv);
+    pool.install(|| {
+        out.par_chunks_mut(o_len)
+            .zip(lengths)
+            .enumerate()
+            .with_max_len(1)
+            .for_each(|(b, (o, &len))| {
+                let seq = SdpaArgs { kv_len: len, ..*a };
+                let qs = &q[b * q_len..][..q_len];
+                let ks = &k[b * k_len..][..len * a.kv_heads * a.d];
+                let vs = &v[b * v_len..][..len * a.kv_heads * a.dv];
+                #[cfg(target_arch = "x86_64")]
+                if fit(&seq) {
+                    let keys = PackedKeys::new(&seq);
+                    let mut kt = vec![0.0f32; keys.len(&seq)];
+                    for (kh, t) in kt.chunks_mut(keys.kv_pad * seq.d).enumerate() {
+                        keys.pack_head(&seq, ks, kh, t);
+                    }
+                    let (mut qp, mut s) = keys.scratch(&seq);
+                    for (blk, ob) in o.chunks_mut(QB * seq.heads * seq.dv).enumerate() {
+                        let bufs = keys.bufs(&mut qp, &mut s, &kt);
+                        // SAFETY: as in `sdpa`.
+                        unsafe { keys.block(&seq, blk * QB, qs, vs, ob, bufs) }
+                    }
+                    return;
+                }
+                super::attention::sdpa(pool, &seq, qs, ks, vs, o);
+            });
+    });
+}
+
+/// The key panels of one call: the tile width (AVX-512 tiles are twice as wide: keys per
+/// panel, value columns per tile) and the keys of each kv head as panels
+/// `[panel][d][nr]`, zero padded to `kv_pad` keys.
+#[cfg(target_arch = "x86_64")]
+struct PackedKeys {
+    wide: bool,
+    nr: usize,
+    kv_pad: usize,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl PackedKeys {
+    fn new(a: &SdpaArgs) -> Self {
+        let wide = avx512::applies(a);
+        let nr = if wide { avx512::NR } else { NR };
+        PackedKeys {
+            wide,
+            nr,
+            kv_pad: a.kv_len.div_ceil(nr) * nr,
+        }
+    }
+
+    /// Values of the packed keys of all kv heads.
+    fn len(&self, a: &SdpaArgs) -> usize {
+        a.kv_heads * self.kv_pad * a.d
+    }
+
+    /// Packs kv head `kh` of `k` into `t` (`kv_pad * d` values).
+    fn pack_head(&self, a: &SdpaArgs, k: &[f32], kh: usize, t: &mut [f32]) {
+        let (kv_heads, d, nr) = (a.kv_heads, a.d, self.nr);
+        for j in 0..a.kv_len {
+            let row = &k[(j * kv_heads + kh) * d..][..d];
+            let (panel, c) = (j / nr, j % nr);
+            for (p, &x) in row.iter().enumerate() {
+                t[(panel * d + p) * nr + c] = x;
+            }
+        }
+    }
+
+    /// Scratch of one task: scaled queries `[QB, d]` and scores `[QB, kv_pad]`.
+    fn scratch(&self, a: &SdpaArgs) -> (Vec<f32>, Vec<f32>) {
+        (vec![0.0f32; QB * a.d], vec![0.0f32; QB * self.kv_pad])
+    }
+
+    fn bufs<'a>(&self, qp: &'a mut [f32], s: &'a mut [f32], kt: &'a [f32]) -> Bufs<'a> {
+        Bufs {
+            qp,
+            s,
+            kt,
+            kv_pad: self.kv_pad,
+        }
+    }
+
+    /// [`block`] with the tiles of this width.
+    ///
+    /// # Safety
+    /// [`applies`] holds for `a` (AVX2+FMA; AVX-512F where `wide`).
+    unsafe fn block(&self, a: &SdpaArgs, i0: usize, q: &[f32], v: &[f32], o: &mut [f32], b: Bufs) {
+        if self.wide {
+            block::<avx512::Avx512>(a, i0, q, v, o, b)
+        } else {
+            block::<avx2::Avx2>(a, i0, q, v, o, b)
+        }
+    }
 }
 
 /// Query rows per task for `queries` rows on the current pool: whole register tiles of [`MR`]

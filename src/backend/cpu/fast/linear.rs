@@ -139,34 +139,47 @@ pub(super) fn matmul(
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
     let xs = x.read_f32("Matmul")?;
-    matmul_values(pool, &xs, w, out_shape, ctx)
+    matmul_values(pool, &xs, w, None, out_shape, ctx)
 }
 
-/// `Matmul` of host values `x` (rows of K) by `w`: the quantized kernels for
-/// encoded weights they cover, else rows decoded one at a time.
+/// `Matmul` of host values `x` (rows of K) by `w`, plus `bias` (N values) on
+/// every row where given: the quantized kernels for encoded weights they
+/// cover, else rows decoded one at a time.
 pub(super) fn matmul_values(
     pool: &ThreadPool,
     x: &[f32],
     w: &Tensor,
+    bias: Option<&[f32]>,
     out_shape: &[usize],
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
     let (n, k) = (w.shape()[0], w.shape()[1]);
-    if k == 0 {
-        return ctx.tensor_with(out_shape, true, |_| Ok(()));
-    }
+    let m = x.len().checked_div(k).unwrap_or(0);
     // Encoded weights with a kernel: dot products straight from the stored
     // blocks (the tensor's byte size was checked against its shape).
-    if let Some(bytes) = w.as_bytes().filter(|_| kernels::supports(w.dtype())) {
-        let m = x.len() / k;
+    if let Some(bytes) = w
+        .as_bytes()
+        .filter(|_| kernels::supports(w.dtype()) && k > 0)
+    {
         return ctx.tensor_with(out_shape, false, |y| {
-            pool.install(|| kernels::matmul(w.dtype(), bytes, n, k, x, m, y));
+            let path = kernels::active_path();
+            pool.install(|| kernels::matmul_with(path, w.dtype(), bytes, n, k, x, m, bias, y));
             Ok(())
         });
     }
     let held = hold(w, "Matmul")?;
     let weight = Weight::of(w, &held).ok_or_else(|| unreadable(w))?;
-    ctx.tensor_with(out_shape, false, |y| matmul_into(pool, x, k, &weight, n, y))
+    ctx.tensor_with(out_shape, k == 0, |y| {
+        matmul_into(pool, x, k, &weight, n, y)?;
+        if let Some(b) = bias {
+            for row in y.chunks_exact_mut(n.max(1)) {
+                for (o, &bi) in row.iter_mut().zip(b) {
+                    *o += bi;
+                }
+            }
+        }
+        Ok(())
+    })
 }
 
 /// Rows `ids` of `table [V, D]`; only the looked-up rows are decoded.

@@ -12,7 +12,7 @@ mod linear;
 mod par;
 
 use super::reference;
-use crate::backend::op::broadcast_shape;
+use crate::backend::op::{broadcast_shape, Mask};
 use crate::backend::{ExecContext, Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
 use rayon::ThreadPool;
@@ -167,11 +167,44 @@ pub fn execute(
                 Ok(())
             })?)
         }
+        Op::MatmulBias => {
+            let (x, b) = (read(0)?, read(2)?);
+            one(linear::matmul_values(
+                pool,
+                &x,
+                &inputs[1],
+                Some(&b),
+                shape0,
+                ctx,
+            )?)
+        }
+        Op::SdpaBatch { scale, lengths } => {
+            let (q, k, v) = (read(0)?, read(1)?, read(2)?);
+            let d = infos[0].shape[2];
+            let unmasked = Mask::None;
+            let rows = infos[0].shape[0] / lengths.len();
+            let args = attention::SdpaArgs {
+                heads: infos[0].shape[1],
+                kv_heads: infos[1].shape[1],
+                d,
+                dv: infos[2].shape[2],
+                scale: scale.unwrap_or(1.0 / (d as f32).sqrt()),
+                mask: &unmasked,
+                q_pos: 0,
+                kv_len: rows,
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                attention_block::sdpa_batch(pool, &args, lengths, &q, &k, &v, y);
+                Ok(())
+            })?)
+        }
         Op::FusedNormMatmul { eps, add_one } => {
             let (x, g) = (read(0)?, read(1)?);
             let mut h = vec![0.0; x.len()];
             elementwise::rms_norm(pool, &x, &g, *eps, *add_one, &mut h);
-            one(linear::matmul_values(pool, &h, &inputs[2], shape0, ctx)?)
+            one(linear::matmul_values(
+                pool, &h, &inputs[2], None, shape0, ctx,
+            )?)
         }
         Op::FusedSkipNorm { eps, add_one } => {
             let (x, s, g) = (read(0)?, read(1)?, read(2)?);
@@ -190,8 +223,8 @@ pub fn execute(
         }
         Op::FusedSwiGlu => {
             let x = read(0)?;
-            let g = linear::matmul_values(pool, &x, &inputs[1], shape0, ctx)?;
-            let u = linear::matmul_values(pool, &x, &inputs[2], shape0, ctx)?;
+            let g = linear::matmul_values(pool, &x, &inputs[1], None, shape0, ctx)?;
+            let u = linear::matmul_values(pool, &x, &inputs[2], None, shape0, ctx)?;
             let (gv, uv) = (g.as_f32().unwrap_or(&[]), u.as_f32().unwrap_or(&[]));
             one(ctx.tensor_with(shape0, false, |y| {
                 elementwise::glu(pool, false, gv, uv, y);
@@ -201,7 +234,7 @@ pub fn execute(
         Op::FusedQkv => {
             let x = read(0)?;
             (1..4)
-                .map(|i| linear::matmul_values(pool, &x, &inputs[i], &outs[i - 1].shape, ctx))
+                .map(|i| linear::matmul_values(pool, &x, &inputs[i], None, &outs[i - 1].shape, ctx))
                 .collect()
         }
         Op::FusedRopeAppend { pos, .. } => {

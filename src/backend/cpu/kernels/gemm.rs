@@ -132,9 +132,10 @@ impl Source<'_> {
     }
 }
 
-/// `Y[m, n] = sum_k X[m, k] * W[n, k]` for a row-major float weight `w` of `dtype`, with the
-/// micro-kernels `micro`. Shapes were checked by the caller (`w` holds `n * k` values of
-/// `dtype`, `x` `m * k`, `y` `m * n`).
+/// `Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias[n])` for a row-major float weight `w` of
+/// `dtype`, with the micro-kernels `micro`; the bias is added to each sum as it is written
+/// (the same values as adding it afterwards). Shapes were checked by the caller (`w` holds
+/// `n * k` values of `dtype`, `x` `m * k`, `y` `m * n`, `bias` `n`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn matmul(
     micro: Micro,
@@ -144,13 +145,19 @@ pub(super) fn matmul(
     k: usize,
     x: &[f32],
     m: usize,
+    bias: Option<&[f32]>,
     y: &mut [f32],
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        y.fill(0.0);
+        for row in y.chunks_exact_mut(n) {
+            match bias {
+                Some(b) => row.copy_from_slice(b),
+                None => row.fill(0.0),
+            }
+        }
         return;
     }
     let aligned = match dtype {
@@ -179,7 +186,8 @@ pub(super) fn matmul(
                 pack(xt, k, packed, micro.pair.is_some());
                 for n0 in (0..n).step_by(chunk) {
                     let cols = n0..(n0 + chunk).min(n);
-                    block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
+                    let out = WriteOut { ld: n, c0: 0, bias };
+                    block(micro, &src, n, k, packed, cols, yt, out, buf);
                 }
             })
         });
@@ -197,6 +205,11 @@ pub(super) fn matmul(
             let width = cols.len();
             let mut out = vec![0.0f32; m * width];
             let n0 = cols.start;
+            let layout = WriteOut {
+                ld: width,
+                c0: n0,
+                bias,
+            };
             block(
                 micro,
                 &src,
@@ -205,7 +218,7 @@ pub(super) fn matmul(
                 &packed,
                 cols,
                 &mut out,
-                (width, n0),
+                layout,
                 &mut Vec::new(),
             );
             (n0, out)
@@ -272,9 +285,17 @@ fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>, wide: bool) {
     let _ = wide;
 }
 
-/// The weight rows `cols` (output columns) against every packed panel: `y[r * ld + c - c0]`
-/// for activation row `r` and column `c`, where `(ld, c0) = layout`; the rows of `y` past the
-/// activation rows are not written.
+/// Where [`block`] writes: activation row `r`, column `c` at `y[r * ld + c - c0]`, plus
+/// `bias[c]` where there is a bias.
+#[derive(Clone, Copy)]
+struct WriteOut<'a> {
+    ld: usize,
+    c0: usize,
+    bias: Option<&'a [f32]>,
+}
+
+/// The weight rows `cols` (output columns) against every packed panel, written as `out`
+/// says; the rows of `y` past the activation rows are not written.
 #[allow(clippy::too_many_arguments)]
 fn block(
     micro: Micro,
@@ -284,10 +305,10 @@ fn block(
     packed: &[f32],
     cols: std::ops::Range<usize>,
     y: &mut [f32],
-    layout: (usize, usize),
+    out: WriteOut,
     buf: &mut Vec<f32>,
 ) {
-    let (ld, c0) = layout;
+    let WriteOut { ld, c0, bias } = out;
     let rows = y.len().div_ceil(ld);
     let (n0, n1) = (cols.start, cols.end);
     let a = src.rows(n0, n1, n, k, buf);
@@ -317,7 +338,7 @@ fn block(
         let b = &packed[p * k * NR..(p + width) * k * NR];
         let valid = rows.saturating_sub(p * NR).min(width * NR);
         for t in (0..n1 - n0).step_by(MR) {
-            let (out, stride): (&[f32], usize) = match (quad, tri, pair) {
+            let (tile, stride): (&[f32], usize) = match (quad, tri, pair) {
                 (Some(quad), _, _) => {
                     quad(&a[t * k..], k, b, k, &mut acc4);
                     (&acc4, 4 * NR)
@@ -336,10 +357,21 @@ fn block(
                 }
             };
             let tile_rows = (n1 - n0 - t).min(MR);
+            let col = n0 + t;
             for j in 0..valid {
-                let start = (p * NR + j) * ld + n0 + t - c0;
-                for (i, o) in y[start..start + tile_rows].iter_mut().enumerate() {
-                    *o = out[i * stride + j];
+                let start = (p * NR + j) * ld + col - c0;
+                let dst = y[start..start + tile_rows].iter_mut().enumerate();
+                match bias {
+                    Some(b) => {
+                        for ((i, o), &bi) in dst.zip(&b[col..col + tile_rows]) {
+                            *o = tile[i * stride + j] + bi;
+                        }
+                    }
+                    None => {
+                        for (i, o) in dst {
+                            *o = tile[i * stride + j];
+                        }
+                    }
                 }
             }
         }
@@ -448,7 +480,7 @@ mod tests {
         bytes.extend(encode(dtype, &w));
         let wb = &bytes[usize::from(misalign)..];
         let mut y = vec![f32::NAN; m * n];
-        matmul(micro, dtype, wb, n, k, &x, m, &mut y);
+        matmul(micro, dtype, wb, n, k, &x, m, None, &mut y);
         for r in 0..m {
             for c in 0..n {
                 let (mut want, mut mag) = (0.0f64, 0.0f64);
@@ -543,8 +575,8 @@ mod tests {
             let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0f32..1.0)).collect();
             let bytes = encode(DType::F32, &w);
             let (mut a, mut b) = (vec![f32::NAN; m * n], vec![f32::NAN; m * n]);
-            matmul(narrow, DType::F32, &bytes, n, k, &x, m, &mut a);
-            matmul(wide, DType::F32, &bytes, n, k, &x, m, &mut b);
+            matmul(narrow, DType::F32, &bytes, n, k, &x, m, None, &mut a);
+            matmul(wide, DType::F32, &bytes, n, k, &x, m, None, &mut b);
             let same = a.iter().zip(&b).all(|(p, q)| p.to_bits() == q.to_bits());
             assert!(same, "m={m} n={n} k={k}");
         }
@@ -553,7 +585,17 @@ mod tests {
     #[test]
     fn empty_k_gives_zeros() {
         let mut y = vec![1.0f32; 9 * 4];
-        matmul(one(micro_portable), DType::F32, &[], 4, 0, &[], 9, &mut y);
+        matmul(
+            one(micro_portable),
+            DType::F32,
+            &[],
+            4,
+            0,
+            &[],
+            9,
+            None,
+            &mut y,
+        );
         assert!(y.iter().all(|&v| v == 0.0));
     }
 }

@@ -129,7 +129,7 @@ pub fn supports(dtype: DType) -> bool {
 /// If `dtype` is not [`supported`](supports), `k` is not a multiple of the block, or a
 /// slice length does not match `n` and `k` (callers check shapes first).
 pub fn matvec(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], y: &mut [f32]) {
-    matmul_with(active_path(), dtype, w, n, k, x, 1, y);
+    matmul_with(active_path(), dtype, w, n, k, x, 1, None, y);
 }
 
 /// `Y[m, n] = sum_k X[m,k] * W[n,k]`  (X row-major `[m,k]`, Y row-major `[m,n]`).
@@ -137,7 +137,7 @@ pub fn matvec(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], y: &mut [f3
 /// # Panics
 /// As [`matvec`], with `x` of `m * k` and `y` of `m * n` values.
 pub fn matmul(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y: &mut [f32]) {
-    matmul_with(active_path(), dtype, w, n, k, x, m, y);
+    matmul_with(active_path(), dtype, w, n, k, x, m, None, y);
 }
 
 /// A row kernel: the dot product of one encoded weight row with one prepared activation row.
@@ -159,10 +159,13 @@ impl<A> Kernel<A> {
     }
 }
 
-/// [`matmul`] on an explicit path (tests run both).
+/// [`matmul`] on an explicit path (tests run both), plus `bias[n]` on every row where given:
+/// `Y[m, n] = sum_k X[m,k] * W[n,k] + bias[n]`, the same values as adding the bias afterwards
+/// (the float GEMM adds it as it writes a tile).
 ///
 /// # Panics
-/// As [`matmul`], and when `path` is not [`available`](KernelPath::available).
+/// As [`matmul`], when `path` is not [`available`](KernelPath::available), and when `bias`
+/// does not hold `n` values.
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_with(
     path: KernelPath,
@@ -172,6 +175,7 @@ pub fn matmul_with(
     k: usize,
     x: &[f32],
     m: usize,
+    bias: Option<&[f32]>,
     y: &mut [f32],
 ) {
     assert!(supports(dtype), "kernels: no matmul kernel for {dtype}");
@@ -192,39 +196,46 @@ pub fn matmul_with(
     );
     assert_eq!(x.len(), m * k, "kernels: activation length for [{m}, {k}]");
     assert_eq!(y.len(), m * n, "kernels: output length for [{m}, {n}]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "kernels: bias length for [{m}, {n}]");
+    }
     if n == 0 || m == 0 {
         return;
     }
+    let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
+    if let (DType::F32 | DType::F16 | DType::BF16, Some(micro)) = (dtype, micro) {
+        gemm::matmul(micro, dtype, w, n, k, x, m, bias, y);
+        return;
+    }
     match dtype {
-        DType::F32 | DType::F16 | DType::BF16 if m >= gemm::MIN_ROWS => match gemm_micro(path) {
-            Some(micro) => gemm::matmul(micro, dtype, w, n, k, x, m, y),
-            None => run(float_kernel(path, dtype), w, row_bytes, n, x, k, m, y),
-        },
         DType::F32 | DType::F16 | DType::BF16 => {
             run(float_kernel(path, dtype), w, row_bytes, n, x, k, m, y);
         }
         DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let acts = act::quantize_q8(x, k, m);
             #[cfg(target_arch = "x86_64")]
-            if path == KernelPath::Avx2 && m >= PANEL_MIN_ROWS && avx2::has_panel(dtype) {
+            let panel = path == KernelPath::Avx2 && m >= PANEL_MIN_ROWS && avx2::has_panel(dtype);
+            #[cfg(not(target_arch = "x86_64"))]
+            let panel = false;
+            if panel {
+                #[cfg(target_arch = "x86_64")]
                 avx2::panel_matmul(dtype, w, n, k, &acts, m, y);
-                return;
+            } else {
+                let kernel = block_kernel(path, dtype);
+                run(kernel, w, row_bytes, n, &acts, k / 32, m, y);
             }
-            run(
-                block_kernel(path, dtype),
-                w,
-                row_bytes,
-                n,
-                &acts,
-                k / 32,
-                m,
-                y,
-            );
         }
         _ => {
             let acts = act::quantize_q8k(x, k, m);
             run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
         }
+    }
+    if let Some(b) = bias {
+        y.par_chunks_mut(n).with_min_len(16).for_each(|row| {
+            for (o, &bi) in row.iter_mut().zip(b) {
+                *o += bi;
+            }
+        });
     }
 }
 

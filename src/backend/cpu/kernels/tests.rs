@@ -168,7 +168,7 @@ fn check(rng: &mut ChaCha8Rng, dtype: DType, n: usize, k: usize, m: usize) {
     let want = reference(dtype, &w, n, k, &x, m);
     for path in paths() {
         let mut y = vec![f32::NAN; m * n];
-        matmul_with(path, dtype, &w, n, k, &x, m, &mut y);
+        matmul_with(path, dtype, &w, n, k, &x, m, None, &mut y);
         let e = rel_error(&y, &want.y, want.typical);
         assert!(
             e <= tolerance(dtype) || (dtype.is_quantized() && n < 17),
@@ -236,7 +236,7 @@ fn the_paths_agree_with_each_other() {
             .into_iter()
             .map(|p| {
                 let mut y = vec![0.0; m * n];
-                matmul_with(p, dtype, &w, n, k, &x, m, &mut y);
+                matmul_with(p, dtype, &w, n, k, &x, m, None, &mut y);
                 y
             })
             .collect();
@@ -260,7 +260,7 @@ fn non_finite_activations_give_nan() {
         x[7] = f32::INFINITY;
         for path in paths() {
             let mut y = vec![0.0; 2];
-            matmul_with(path, dtype, &w, 2, k, &x, 1, &mut y);
+            matmul_with(path, dtype, &w, 2, k, &x, 1, None, &mut y);
             assert!(y.iter().all(|v| v.is_nan()), "{dtype} {path:?}: {y:?}");
         }
     }
@@ -296,7 +296,7 @@ fn force_portable_switches_the_active_path() {
         assert_eq!(active_path(), path);
         let (mut a, mut b) = (vec![0.0; n], vec![0.0; n]);
         matvec(DType::Q8_0, &w, n, k, &x, &mut a);
-        matmul_with(path, DType::Q8_0, &w, n, k, &x, 1, &mut b);
+        matmul_with(path, DType::Q8_0, &w, n, k, &x, 1, None, &mut b);
         assert_eq!(a, b);
     }
 }

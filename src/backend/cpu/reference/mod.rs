@@ -11,6 +11,7 @@ mod layout;
 mod math;
 mod norm;
 
+use crate::backend::op::Mask;
 use crate::backend::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
@@ -196,6 +197,31 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 &v,
             ))
         }
+        Op::SdpaBatch { scale, lengths } => {
+            let (q, k, v) = (read(0)?, read(1)?, read(2)?);
+            let (qs, ks, vs) = (&infos[0].shape, &infos[1].shape, &infos[2].shape);
+            let seq = qs[0] / lengths.len();
+            let mut out = Vec::with_capacity(q.len() / qs[2] * vs[2]);
+            for (b, &len) in lengths.iter().enumerate() {
+                let q_rows = seq * qs[1] * qs[2];
+                let (k_rows, v_rows) = (seq * ks[1] * ks[2], seq * vs[1] * vs[2]);
+                out.extend(attention::sdpa(
+                    &attention::SdpaArgs {
+                        q_shape: &[seq, qs[1], qs[2]],
+                        k_shape: &[len, ks[1], ks[2]],
+                        v_dim: vs[2],
+                        scale: *scale,
+                        mask: &Mask::None,
+                        q_pos: 0,
+                        kv_len: len,
+                    },
+                    &q[b * q_rows..][..q_rows],
+                    &k[b * k_rows..][..k_rows],
+                    &v[b * v_rows..][..v_rows],
+                ));
+            }
+            one(out)
+        }
         Op::FusedRopeAppend { pos, .. } => {
             let rope = op.rope_part().ok_or_else(|| not_host(&inputs[0], name))?;
             let rotate = |x: &Tensor| -> Result<Tensor, ExecutionError> {
@@ -283,6 +309,17 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
             let g = math::matmul(&x, rows(&infos[0].shape), &read(1)?, &infos[1].shape);
             let u = math::matmul(&x, rows(&infos[0].shape), &read(2)?, &infos[2].shape);
             one(g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect())
+        }
+        Op::MatmulBias => {
+            let x = read(0)?;
+            let mut y = math::matmul(&x, rows(&infos[0].shape), &read(1)?, &infos[1].shape);
+            let b = read(2)?;
+            for row in y.chunks_mut(b.len().max(1)) {
+                for (o, &bias) in row.iter_mut().zip(b.iter()) {
+                    *o += bias;
+                }
+            }
+            one(y)
         }
         Op::FusedQkv => {
             let x = read(0)?;
