@@ -636,43 +636,104 @@ fn conv1d_group_norm_layout_ops_run_through_cpu() {
     check_op(&Op::Argmax, &[x], 0.0, 2);
 }
 
-/// `MatmulBias` gives exactly `Matmul` then `Add` on the cpu backend (the float GEMM adds
-/// the bias as it writes a tile, the other kernels after), on both sides of the GEMM's row
-/// threshold and for quantized weights; and the reference within the one-op tolerance.
+/// `MatmulBias` (with and without each element-wise activation) and `FusedLinearAddNorm`
+/// give exactly their op compositions on the cpu backend (the float GEMM finishes each task's
+/// rows while they are in cache, the other kernels afterwards), on both sides of the GEMM's
+/// row threshold and for quantized weights; and the reference within the one-op tolerance.
 #[test]
-fn matmul_bias_equals_matmul_then_add() {
+fn linear_layer_ops_equal_their_compositions() {
     use cyb_llm::backend::cpu::CpuBackend;
     use cyb_llm::backend::{Backend, ExecContext};
     let mut r = rng("matmul_bias");
     let cpu = CpuBackend::new(2).unwrap();
     let mut ctx = ExecContext::new(2);
+    let acts = [
+        None,
+        Some(Op::Gelu),
+        Some(Op::GeluTanh),
+        Some(Op::Relu),
+        Some(Op::Silu),
+        Some(Op::Tanh),
+        Some(Op::Sigmoid),
+        Some(Op::Scale(0.5)),
+        Some(Op::Clamp { lo: -0.1, hi: 0.2 }),
+        Some(Op::LeakyRelu(0.1)),
+        Some(Op::Softcap(3.0)),
+    ];
+    let eps = 1e-12;
     for dtype in [DType::F32, DType::F16, DType::Q8_0, DType::Q4K] {
         for (m, n) in [(1, 17), (3, 255), (8, 3), (17, 17), (100, 255), (300, 64)] {
             let k = 256;
             let x = rand_tensor(&mut r, &[m, k]);
             let w = rand_weight(&mut r, &[n, k], dtype);
             let b = rand_tensor(&mut r, &[n]);
+            let (h, g, beta) = (
+                rand_tensor(&mut r, &[m, n]),
+                rand_tensor(&mut r, &[n]),
+                rand_tensor(&mut r, &[n]),
+            );
             let mut run = |op: &Op, inputs: &[Tensor]| cpu.execute(op, inputs, &mut ctx).unwrap();
-            let fused = run(&Op::MatmulBias, &[x.clone(), w.clone(), b.clone()]);
             let y = run(&Op::Matmul, &[x.clone(), w.clone()]);
-            let want = run(&Op::Add, &[y[0].clone(), b.clone()]);
+            let biased = run(&Op::Add, &[y[0].clone(), b.clone()]);
+            for act in &acts {
+                let op = Op::MatmulBias {
+                    act: act.clone().map(Box::new),
+                };
+                let fused = run(&op, &[x.clone(), w.clone(), b.clone()]);
+                let want = match act {
+                    Some(a) => run(a, &[biased[0].clone()]),
+                    None => biased.clone(),
+                };
+                assert_eq!(
+                    fused[0].as_f32().unwrap(),
+                    want[0].as_f32().unwrap(),
+                    "{op:?} vs its ops ({dtype}, m={m}, n={n})"
+                );
+            }
+            let sum = run(&Op::Add, &[h.clone(), biased[0].clone()]);
+            let want = run(
+                &Op::LayerNorm { eps },
+                &[sum[0].clone(), g.clone(), beta.clone()],
+            );
+            let post_norm = Op::FusedLinearAddNorm { eps };
+            let args = [x.clone(), w.clone(), b.clone(), h, g, beta];
+            let fused = run(&post_norm, &args);
             assert_eq!(
                 fused[0].as_f32().unwrap(),
                 want[0].as_f32().unwrap(),
-                "MatmulBias vs Matmul + Add ({dtype}, m={m}, n={n})"
+                "FusedLinearAddNorm vs its ops ({dtype}, m={m}, n={n})"
             );
             if !dtype.is_quantized() {
                 let floor = matmul_typical(&x, &w);
-                check_op_floor(&Op::MatmulBias, &[x, w, b], F32_TOL, 2, floor);
+                let gelu = Op::MatmulBias {
+                    act: Some(Box::new(Op::Gelu)),
+                };
+                check_op_floor(&gelu, &[x.clone(), w.clone(), b], F32_TOL, 2, floor);
+                check_op(&post_norm, &args, 1e-4, 2);
             }
         }
     }
-    // A bias of the wrong length is a shape error, not a panic.
+    // A bias of the wrong length, a residual of the wrong shape and an activation that is
+    // not element-wise are errors, not panics.
     let x = rand_tensor(&mut r, &[3, 32]);
     let w = rand_weight(&mut r, &[5, 32], DType::F32);
-    let b = rand_tensor(&mut r, &[4]);
-    let err = cpu.execute(&Op::MatmulBias, &[x, w, b], &mut ctx);
-    assert!(err.is_err(), "bias [4] for 5 outputs accepted");
+    let (b4, b5) = (rand_tensor(&mut r, &[4]), rand_tensor(&mut r, &[5]));
+    let plain = Op::MatmulBias { act: None };
+    assert!(cpu
+        .execute(&plain, &[x.clone(), w.clone(), b4], &mut ctx)
+        .is_err());
+    let softmax = Op::MatmulBias {
+        act: Some(Box::new(Op::Softmax)),
+    };
+    let err = cpu.execute(&softmax, &[x.clone(), w.clone(), b5.clone()], &mut ctx);
+    assert!(
+        err.is_err(),
+        "Softmax accepted as an element-wise activation"
+    );
+    let h = rand_tensor(&mut r, &[3, 4]);
+    let args = [x, w, b5.clone(), h, b5.clone(), b5];
+    let err = cpu.execute(&Op::FusedLinearAddNorm { eps }, &args, &mut ctx);
+    assert!(err.is_err(), "residual [3, 4] for [3, 5] outputs accepted");
 }
 
 /// `SdpaBatch` against an independent formulation: per sequence, `Sdpa` over all `L`

@@ -212,9 +212,20 @@ pub enum Op {
     FusedSwiGlu,
     /// `[x [.., K], Wq, Wk, Wv] -> [x Wq^T, x Wk^T, x Wv^T]`.
     FusedQkv,
-    /// `[x [.., K], W [N, K], b [N]] -> [x W^T + b]`: `Matmul`, then `Add` of the bias
-    /// (a linear layer; same arithmetic as the two ops).
-    MatmulBias,
+    /// `[x [.., K], W [N, K], b [N]] -> [act(x W^T + b)]`: `Matmul`, `Add` of the bias,
+    /// then the element-wise activation `act` where given (a linear layer; same arithmetic
+    /// as the ops in turn).
+    MatmulBias {
+        /// An op for which [`Op::is_unary_map`] holds, or none.
+        act: Option<Box<Op>>,
+    },
+    /// `[x [.., K], W [N, K], b [N], r [.., N], g [N], beta [N]] -> [LayerNorm(r + (x W^T + b),
+    /// g, beta)]`: a post-norm block's output projection, residual add and norm (`Matmul`,
+    /// `Add` of the bias, `Add` of `r`, `LayerNorm` in turn).
+    FusedLinearAddNorm {
+        /// LayerNorm eps.
+        eps: f32,
+    },
     /// `[Q [n L, H, d], K [n L, Hkv, d], V [n L, Hkv, dv]] -> [O [n L, H, dv]]` for
     /// `n = lengths.len()` sequences of `L` rows each (padded): the `L` query rows of
     /// sequence `b` attend, unmasked, to its first `lengths[b]` key rows — `Sdpa` per
@@ -313,10 +324,29 @@ impl Op {
             Op::FusedSkipNorm { .. } => "FusedSkipNorm",
             Op::FusedSwiGlu => "FusedSwiGlu",
             Op::FusedQkv => "FusedQkv",
-            Op::MatmulBias => "MatmulBias",
+            Op::MatmulBias { .. } => "MatmulBias",
+            Op::FusedLinearAddNorm { .. } => "FusedLinearAddNorm",
             Op::SdpaBatch { .. } => "SdpaBatch",
             Op::FusedRopeAppend { .. } => "FusedRopeAppend",
         }
+    }
+
+    /// Whether the op maps each value on its own through one scalar function of its
+    /// attributes (the activations a [`Op::MatmulBias`] may apply).
+    pub fn is_unary_map(&self) -> bool {
+        matches!(
+            self,
+            Op::Scale(_)
+                | Op::Clamp { .. }
+                | Op::Silu
+                | Op::Gelu
+                | Op::GeluTanh
+                | Op::Relu
+                | Op::LeakyRelu(_)
+                | Op::Sigmoid
+                | Op::Tanh
+                | Op::Softcap(_)
+        )
     }
 
     /// The `Rope` that [`Op::FusedRopeAppend`] applies to q and k (its
@@ -560,6 +590,19 @@ impl Op {
                 }
                 Ok(vec![f32_out(vec![q[0], q[1], v[2]])])
             }
+            Op::FusedLinearAddNorm { .. } => {
+                arity(6, 6)?;
+                let x = act(0)?;
+                let out = linear(x, &inputs[1])?;
+                let n = inputs[1].shape[0];
+                vector(2, n)?;
+                if act(3)? != out.as_slice() {
+                    return Err(mismatch(self, &out, &inputs[3].shape));
+                }
+                vector(4, n)?;
+                vector(5, n)?;
+                Ok(vec![f32_out(out)])
+            }
             Op::SdpaBatch { lengths, .. } => {
                 let out = Op::Sdpa {
                     scale: None,
@@ -696,11 +739,18 @@ impl Op {
                     .map(|i| Ok(f32_out(linear(x, &inputs[i])?)))
                     .collect()
             }
-            Op::MatmulBias => {
+            Op::MatmulBias { act: activation } => {
                 arity(3, 3)?;
                 let x = act(0)?;
                 let out = linear(x, &inputs[1])?;
                 vector(2, inputs[1].shape[0])?;
+                if let Some(a) = activation.as_deref().filter(|a| !a.is_unary_map()) {
+                    return Err(ExecutionError::UnsupportedOp {
+                        op: format!("MatmulBias (activation {} is not element-wise)", a.name()),
+                        backend: "any".into(),
+                        input_dtype: DType::F32,
+                    });
+                }
                 Ok(vec![f32_out(out)])
             }
         }

@@ -554,16 +554,7 @@ impl Backend for NoxBackend {
                 let (a, b) = (read(0)?, read(1)?);
                 Self::out(shape, Self::binary(op, &infos[0], &a, &infos[1], &b, shape))
             }
-            Op::Scale(_)
-            | Op::Clamp { .. }
-            | Op::Silu
-            | Op::Gelu
-            | Op::GeluTanh
-            | Op::Relu
-            | Op::LeakyRelu(_)
-            | Op::Sigmoid
-            | Op::Tanh
-            | Op::Softcap(_) => {
+            op if op.is_unary_map() => {
                 let x = read(0)?;
                 Self::out(shape, x.iter().map(|&v| unary(op, v)).collect())
             }

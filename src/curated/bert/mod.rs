@@ -86,6 +86,40 @@ struct Linear {
     b: Tensor,
 }
 
+impl Linear {
+    /// `act(x W^T + b)`, the activation (an element-wise op) where given: one
+    /// `MatmulBias` where the primary backend has it, else its parts (on the primary
+    /// backend's own tensors, rather than a fallback that moves them).
+    fn apply(
+        &self,
+        dispatcher: &Dispatcher,
+        x: &Tensor,
+        act: Option<&Op>,
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        let args = [x.clone(), self.w.clone(), self.b.clone()];
+        let fused = Op::MatmulBias {
+            act: act.map(|a| Box::new(a.clone())),
+        };
+        if on_primary(dispatcher, &fused, &args) {
+            return dispatcher.run1(&fused, &args, ctx);
+        }
+        let y = dispatcher.run1(&Op::Matmul, &args[..2], ctx)?;
+        let y = dispatcher.run1(&Op::Add, &[y, self.b.clone()], ctx)?;
+        match act {
+            Some(a) => dispatcher.run1(a, &[y], ctx),
+            None => Ok(y),
+        }
+    }
+}
+
+/// Whether the dispatcher's primary backend runs `op` on `inputs` (fused ops are used
+/// only there).
+fn on_primary(dispatcher: &Dispatcher, op: &Op, inputs: &[Tensor]) -> bool {
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    dispatcher.primary().supports(op, &infos)
+}
+
 /// LayerNorm gain and bias (f32).
 struct Norm {
     g: Tensor,
@@ -312,9 +346,8 @@ impl Bert {
         ctx.set_label("classifier");
         let run1 =
             |op: &Op, inputs: &[Tensor], ctx: &mut ExecContext| dispatcher.run1(op, inputs, ctx);
-        let linear = |x: Tensor, lin: &Linear, ctx: &mut ExecContext| {
-            let y = run1(&Op::Matmul, &[x, lin.w.clone()], ctx)?;
-            run1(&Op::Add, &[y, lin.b.clone()], ctx)
+        let linear = |x: &Tensor, lin: &Linear, act: Option<&Op>, ctx: &mut ExecContext| {
+            lin.apply(dispatcher, x, act, ctx)
         };
         let first = if l == 1 {
             h
@@ -330,23 +363,18 @@ impl Bert {
         let logits = match head {
             Head::Bert { pooler, classifier } => {
                 let x = match pooler {
-                    Some(p) => {
-                        let y = linear(first, p, ctx)?;
-                        run1(&Op::Tanh, &[y], ctx)?
-                    }
+                    Some(p) => linear(&first, p, Some(&Op::Tanh), ctx)?,
                     None => first,
                 };
-                linear(x, classifier, ctx)?
+                linear(&x, classifier, None, ctx)?
             }
             Head::Roberta { dense, out_proj } => {
-                let y = linear(first, dense, ctx)?;
-                let y = run1(&Op::Tanh, &[y], ctx)?;
-                linear(y, out_proj, ctx)?
+                let y = linear(&first, dense, Some(&Op::Tanh), ctx)?;
+                linear(&y, out_proj, None, ctx)?
             }
             Head::Distil { pre, classifier } => {
-                let y = linear(first, pre, ctx)?;
-                let y = run1(&Op::Relu, &[y], ctx)?;
-                linear(y, classifier, ctx)?
+                let y = linear(&first, pre, Some(&Op::Relu), ctx)?;
+                linear(&y, classifier, None, ctx)?
             }
         };
         match logits.as_f32() {
@@ -435,23 +463,26 @@ impl Bert {
         ctx.set_label("embeddings");
         let run1 =
             |op: &Op, inputs: &[Tensor], ctx: &mut ExecContext| dispatcher.run1(op, inputs, ctx);
-        // Fused ops where the primary backend has them (else their parts, on its own
-        // tensors, rather than a fallback that moves them).
-        let on_primary = |op: &Op, inputs: &[Tensor]| {
-            let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
-            dispatcher.primary().supports(op, &infos)
-        };
-        let linear = |x: &Tensor, lin: &Linear, ctx: &mut ExecContext| {
-            let args = [x.clone(), lin.w.clone(), lin.b.clone()];
-            if on_primary(&Op::MatmulBias, &args) {
-                return run1(&Op::MatmulBias, &args, ctx);
-            }
-            let y = run1(&Op::Matmul, &args[..2], ctx)?;
-            run1(&Op::Add, &[y, lin.b.clone()], ctx)
+        let linear = |x: &Tensor, lin: &Linear, act: Option<&Op>, ctx: &mut ExecContext| {
+            lin.apply(dispatcher, x, act, ctx)
         };
         let layer_norm = Op::LayerNorm { eps: c.eps };
-        let add_norm = |x: Tensor, y: Tensor, norm: &Norm, ctx: &mut ExecContext| {
-            let s = run1(&Op::Add, &[x, y], ctx)?;
+        // `LayerNorm(h + (x W^T + b))`, the post-norm end of a sub-block.
+        let post_norm = Op::FusedLinearAddNorm { eps: c.eps };
+        let linear_add_norm = |x: &Tensor, lin: &Linear, h: Tensor, norm: &Norm, ctx: &mut _| {
+            let args = [
+                x.clone(),
+                lin.w.clone(),
+                lin.b.clone(),
+                h,
+                norm.g.clone(),
+                norm.b.clone(),
+            ];
+            if on_primary(dispatcher, &post_norm, &args) {
+                return run1(&post_norm, &args, ctx);
+            }
+            let y = linear(x, lin, None, ctx)?;
+            let s = run1(&Op::Add, &[args[3].clone(), y], ctx)?;
             run1(&layer_norm, &[s, norm.g.clone(), norm.b.clone()], ctx)
         };
 
@@ -519,16 +550,16 @@ impl Bert {
             // of a whole forward's worth of fresh ones per batch.
             ctx.alloc.reset();
             ctx.set_label(&layer.attn_label);
-            let q = linear(&h, &layer.query, ctx)?;
-            let k = linear(&h, &layer.key, ctx)?;
-            let v = linear(&h, &layer.value, ctx)?;
+            let q = linear(&h, &layer.query, None, ctx)?;
+            let k = linear(&h, &layer.key, None, ctx)?;
+            let v = linear(&h, &layer.value, None, ctx)?;
             let shape = [l, heads, hd];
             let batched = [
                 q.reshaped(&[rows, heads, hd])?,
                 k.reshaped(&[rows, heads, hd])?,
                 v.reshaped(&[rows, heads, hd])?,
             ];
-            let attn = if n > 1 && on_primary(&sdpa_batch, &batched) {
+            let attn = if n > 1 && on_primary(dispatcher, &sdpa_batch, &batched) {
                 run1(&sdpa_batch, &batched, ctx)?
             } else if n == 1 {
                 run1(
@@ -560,14 +591,11 @@ impl Bert {
                 run1(&Op::Concat { axis: 0 }, &outs, ctx)?
             }
             .reshaped(&[rows, d])?;
-            let a = linear(&attn, &layer.attn_out, ctx)?;
-            h = add_norm(h, a, &layer.attn_norm, ctx)?;
+            h = linear_add_norm(&attn, &layer.attn_out, h, &layer.attn_norm, ctx)?;
 
             ctx.set_label(&layer.mlp_label);
-            let f = linear(&h, &layer.inter, ctx)?;
-            let f = run1(&act, &[f], ctx)?;
-            let f = linear(&f, &layer.out, ctx)?;
-            h = add_norm(h, f, &layer.out_norm, ctx)?;
+            let f = linear(&h, &layer.inter, Some(&act), ctx)?;
+            h = linear_add_norm(&f, &layer.out, h, &layer.out_norm, ctx)?;
         }
         Ok((h.reshaped(&[n, l, d])?, lengths))
     }

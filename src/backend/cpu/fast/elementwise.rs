@@ -95,23 +95,98 @@ fn map(
     );
 }
 
-/// One element-wise unary op; `false` when `op` is not one.
-pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> bool {
+/// What to do with the scalar function of a unary op ([`with_unary`]).
+trait UnaryUse {
+    /// Uses `f`, which costs about `cost` multiply-adds per value.
+    fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send);
+}
+
+/// Calls `u` with the scalar function of element-wise unary op `op` (one monomorphized
+/// loop per op); `false` when `op` is not one.
+fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
     let t = TRANSCENDENTAL;
     match *op {
-        Op::Scale(s) => map(pool, 1, x, y, |v| v * s),
-        Op::Clamp { lo, hi } => map(pool, 1, x, y, |v| v.max(lo).min(hi)),
-        Op::Silu => map(pool, t, x, y, silu),
-        Op::Gelu => map(pool, t, x, y, gelu),
-        Op::GeluTanh => map(pool, t, x, y, gelu_tanh),
-        Op::Relu => map(pool, 1, x, y, |v| v.max(0.0)),
-        Op::LeakyRelu(s) => map(pool, 1, x, y, |v| if v > 0.0 { v } else { s * v }),
-        Op::Sigmoid => map(pool, t, x, y, |v| 1.0 / (1.0 + (-v).exp())),
-        Op::Tanh => map(pool, t, x, y, f32::tanh),
-        Op::Softcap(c) => map(pool, t, x, y, |v| c * (v / c).tanh()),
+        Op::Scale(s) => u.apply(1, |v| v * s),
+        Op::Clamp { lo, hi } => u.apply(1, |v| v.max(lo).min(hi)),
+        Op::Silu => u.apply(t, silu),
+        Op::Gelu => u.apply(t, gelu),
+        Op::GeluTanh => u.apply(t, gelu_tanh),
+        Op::Relu => u.apply(1, |v| v.max(0.0)),
+        Op::LeakyRelu(s) => u.apply(1, |v| if v > 0.0 { v } else { s * v }),
+        Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + (-v).exp())),
+        Op::Tanh => u.apply(t, f32::tanh),
+        Op::Softcap(c) => u.apply(t, |v| c * (v / c).tanh()),
         _ => return false,
     }
     true
+}
+
+/// One element-wise unary op, `y = op(x)`; `false` when `op` is not one.
+pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> bool {
+    struct Map<'a>(&'a ThreadPool, &'a [f32], &'a mut [f32]);
+    impl UnaryUse for Map<'_> {
+        fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+            map(self.0, cost, self.1, self.2, f);
+        }
+    }
+    with_unary(op, Map(pool, x, y))
+}
+
+/// A linear layer's finish on whole rows, on the calling thread: `bias` added to each row
+/// of `rows` (rows of `bias.len()` values), then the element-wise unary op `act` where given
+/// — the values of the `Add` and unary ops.
+pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
+    struct InPlace<'a>(&'a mut [f32]);
+    impl UnaryUse for InPlace<'_> {
+        fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+            vectorized(|| {
+                for v in self.0.iter_mut() {
+                    *v = f(*v);
+                }
+            })
+        }
+    }
+    vectorized(|| {
+        for row in rows.chunks_exact_mut(bias.len().max(1)) {
+            for (o, &b) in row.iter_mut().zip(bias) {
+                *o += b;
+            }
+        }
+    });
+    if let Some(op) = act {
+        with_unary(op, InPlace(rows));
+    }
+}
+
+/// The inputs of [`bias_add_norm`] besides the rows.
+pub(super) struct AddNorm<'a> {
+    /// Added to every row.
+    pub bias: &'a [f32],
+    /// The residual rows, added after the bias (from the first row of the call on).
+    pub residual: &'a [f32],
+    /// LayerNorm gain, bias and eps.
+    pub g: &'a [f32],
+    pub beta: &'a [f32],
+    pub eps: f32,
+}
+
+/// A post-norm block's finish on whole rows starting at row `first`, on the calling thread:
+/// each row becomes `LayerNorm(residual + (row + bias))` — the values of the `Add`, `Add`
+/// and `LayerNorm` ops.
+pub(super) fn bias_add_norm(first: usize, rows: &mut [f32], a: &AddNorm) {
+    let d = a.bias.len().max(1);
+    let residual = &a.residual[first * d..];
+    vectorized(|| {
+        for (row, r) in rows.chunks_exact_mut(d).zip(residual.chunks_exact(d)) {
+            for ((o, &b), &r) in row.iter_mut().zip(a.bias).zip(r) {
+                *o = r + (*o + b);
+            }
+            let (mean, inv) = layer_norm_stats(row, a.eps);
+            for ((o, &g), &b) in row.iter_mut().zip(a.g).zip(a.beta) {
+                *o = (*o - mean) * inv * g + b;
+            }
+        }
+    })
 }
 
 /// `y = f(a, b)` where `b` is broadcast along the leading dimensions of `a`
@@ -215,13 +290,20 @@ pub(super) fn layer_norm(
     );
 }
 
-/// One row of [`layer_norm`]: mean and variance summed in [`LANES`] partial sums.
+/// Mean and `1 / sqrt(variance + eps)` of one row of [`layer_norm`], summed in [`LANES`]
+/// partial sums.
 #[inline(always)]
-fn layer_norm_row(row: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, o: &mut [f32]) {
+fn layer_norm_stats(row: &[f32], eps: f32) -> (f32, f32) {
     let n = row.len() as f32;
     let mean = lane_sum(row, |v| v) / n;
     let var = lane_sum(row, |v| (v - mean) * (v - mean)) / n;
-    let inv = 1.0 / (var + eps).sqrt();
+    (mean, 1.0 / (var + eps).sqrt())
+}
+
+/// One row of [`layer_norm`].
+#[inline(always)]
+fn layer_norm_row(row: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, o: &mut [f32]) {
+    let (mean, inv) = layer_norm_stats(row, eps);
     match b {
         Some(b) => {
             for (((o, &v), &g), &b) in o.iter_mut().zip(row).zip(g).zip(b) {

@@ -142,14 +142,14 @@ pub(super) fn matmul(
     matmul_values(pool, &xs, w, None, out_shape, ctx)
 }
 
-/// `Matmul` of host values `x` (rows of K) by `w`, plus `bias` (N values) on
-/// every row where given: the quantized kernels for encoded weights they
-/// cover, else rows decoded one at a time.
+/// `Matmul` of host values `x` (rows of K) by `w`, then `finish` on the output
+/// rows where given: the quantized kernels for encoded weights they cover,
+/// else rows decoded one at a time.
 pub(super) fn matmul_values(
     pool: &ThreadPool,
     x: &[f32],
     w: &Tensor,
-    bias: Option<&[f32]>,
+    finish: Option<&kernels::RowsFn<'_>>,
     out_shape: &[usize],
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
@@ -163,7 +163,7 @@ pub(super) fn matmul_values(
     {
         return ctx.tensor_with(out_shape, false, |y| {
             let path = kernels::active_path();
-            pool.install(|| kernels::matmul_with(path, w.dtype(), bytes, n, k, x, m, bias, y));
+            pool.install(|| kernels::matmul_with(path, w.dtype(), bytes, n, k, x, m, finish, y));
             Ok(())
         });
     }
@@ -171,12 +171,8 @@ pub(super) fn matmul_values(
     let weight = Weight::of(w, &held).ok_or_else(|| unreadable(w))?;
     ctx.tensor_with(out_shape, k == 0, |y| {
         matmul_into(pool, x, k, &weight, n, y)?;
-        if let Some(b) = bias {
-            for row in y.chunks_exact_mut(n.max(1)) {
-                for (o, &bi) in row.iter_mut().zip(b) {
-                    *o += bi;
-                }
-            }
+        if let Some(f) = finish {
+            f(0, y);
         }
         Ok(())
     })

@@ -63,16 +63,7 @@ pub fn execute(
                 reference::execute(op, inputs)
             }
         }
-        Op::Scale(_)
-        | Op::Clamp { .. }
-        | Op::Silu
-        | Op::Gelu
-        | Op::GeluTanh
-        | Op::Relu
-        | Op::LeakyRelu(_)
-        | Op::Sigmoid
-        | Op::Tanh
-        | Op::Softcap(_) => {
+        op if op.is_unary_map() => {
             let x = read(0)?;
             one(ctx.tensor_with(shape0, false, |y| {
                 elementwise::unary(pool, op, &x, y);
@@ -167,13 +158,37 @@ pub fn execute(
                 Ok(())
             })?)
         }
-        Op::MatmulBias => {
+        Op::MatmulBias { act } => {
             let (x, b) = (read(0)?, read(2)?);
+            let finish =
+                |_: usize, rows: &mut [f32]| elementwise::bias_act(rows, &b, act.as_deref());
             one(linear::matmul_values(
                 pool,
                 &x,
                 &inputs[1],
-                Some(&b),
+                Some(&finish),
+                shape0,
+                ctx,
+            )?)
+        }
+        Op::FusedLinearAddNorm { eps } => {
+            let (x, bias, residual) = (read(0)?, read(2)?, read(3)?);
+            let (g, beta) = (read(4)?, read(5)?);
+            let args = elementwise::AddNorm {
+                bias: &bias,
+                residual: &residual,
+                g: &g,
+                beta: &beta,
+                eps: *eps,
+            };
+            let finish = |first: usize, rows: &mut [f32]| {
+                elementwise::bias_add_norm(first, rows, &args);
+            };
+            one(linear::matmul_values(
+                pool,
+                &x,
+                &inputs[1],
+                Some(&finish),
                 shape0,
                 ctx,
             )?)

@@ -18,6 +18,11 @@ use crate::dtype::DType;
 use half::{bf16, f16};
 use rayon::prelude::*;
 
+/// What a matmul applies to its output rows once they are complete (a bias, an activation,
+/// a residual and a norm): called with the index of a run's first row and the run (whole
+/// rows), each row once.
+pub type RowsFn<'a> = dyn Fn(usize, &mut [f32]) + Sync + 'a;
+
 /// Weight rows per micro-tile.
 pub(super) const MR: usize = 6;
 /// Activation rows per micro-tile (one packed panel).
@@ -132,10 +137,10 @@ impl Source<'_> {
     }
 }
 
-/// `Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias[n])` for a row-major float weight `w` of
-/// `dtype`, with the micro-kernels `micro`; the bias is added to each sum as it is written
-/// (the same values as adding it afterwards). Shapes were checked by the caller (`w` holds
-/// `n * k` values of `dtype`, `x` `m * k`, `y` `m * n`, `bias` `n`).
+/// `Y[m, n] = sum_k X[m, k] * W[n, k]` for a row-major float weight `w` of `dtype`, with the
+/// micro-kernels `micro`, then `finish` on the finished rows (a task's rows while they are
+/// still in cache). Shapes were checked by the caller (`w` holds `n * k` values of `dtype`,
+/// `x` `m * k`, `y` `m * n`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn matmul(
     micro: Micro,
@@ -145,19 +150,15 @@ pub(super) fn matmul(
     k: usize,
     x: &[f32],
     m: usize,
-    bias: Option<&[f32]>,
+    finish: Option<&RowsFn<'_>>,
     y: &mut [f32],
 ) {
     if m == 0 || n == 0 {
         return;
     }
     if k == 0 {
-        for row in y.chunks_exact_mut(n) {
-            match bias {
-                Some(b) => row.copy_from_slice(b),
-                None => row.fill(0.0),
-            }
-        }
+        y.fill(0.0);
+        finish_rows(finish, n, y);
         return;
     }
     let aligned = match dtype {
@@ -173,24 +174,29 @@ pub(super) fn matmul(
     if m.div_ceil(NR) >= 4 * threads {
         // Many activation rows: tasks take blocks of them (each passes over all weights).
         let mut tasks = Vec::new();
-        let (mut y_rest, mut x_rest) = (y, x);
+        let (mut y_rest, mut x_rest, mut first) = (y, x, 0);
         for rows in task_rows(m, threads) {
             let (yt, y_next) = y_rest.split_at_mut(rows * n);
             let (xt, x_next) = x_rest.split_at(rows * k);
-            tasks.push((yt, xt));
-            (y_rest, x_rest) = (y_next, x_next);
+            tasks.push((first, yt, xt));
+            (y_rest, x_rest, first) = (y_next, x_next, first + rows);
         }
         // One task per split: an idle thread steals single tasks until the last one.
-        tasks.into_par_iter().with_max_len(1).for_each(|(yt, xt)| {
-            SCRATCH.with_borrow_mut(|(packed, buf)| {
-                pack(xt, k, packed, micro.pair.is_some());
-                for n0 in (0..n).step_by(chunk) {
-                    let cols = n0..(n0 + chunk).min(n);
-                    let out = WriteOut { ld: n, c0: 0, bias };
-                    block(micro, &src, n, k, packed, cols, yt, out, buf);
-                }
-            })
-        });
+        tasks
+            .into_par_iter()
+            .with_max_len(1)
+            .for_each(|(first, yt, xt)| {
+                SCRATCH.with_borrow_mut(|(packed, buf)| {
+                    pack(xt, k, packed, micro.pair.is_some());
+                    for n0 in (0..n).step_by(chunk) {
+                        let cols = n0..(n0 + chunk).min(n);
+                        block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
+                    }
+                    if let Some(f) = finish {
+                        f(first, yt);
+                    }
+                })
+            });
         return;
     }
     // Few activation rows: tasks take blocks of weight rows, so that every weight is read
@@ -205,11 +211,6 @@ pub(super) fn matmul(
             let width = cols.len();
             let mut out = vec![0.0f32; m * width];
             let n0 = cols.start;
-            let layout = WriteOut {
-                ld: width,
-                c0: n0,
-                bias,
-            };
             block(
                 micro,
                 &src,
@@ -218,7 +219,7 @@ pub(super) fn matmul(
                 &packed,
                 cols,
                 &mut out,
-                layout,
+                (width, n0),
                 &mut Vec::new(),
             );
             (n0, out)
@@ -229,6 +230,16 @@ pub(super) fn matmul(
         for (yr, or) in y.chunks_exact_mut(n).zip(out.chunks_exact(width)) {
             yr[n0..n0 + width].copy_from_slice(or);
         }
+    }
+    finish_rows(finish, n, y);
+}
+
+/// Applies `finish` (if any) to `y`'s rows of `n` values, runs of rows in parallel.
+pub(super) fn finish_rows(finish: Option<&RowsFn<'_>>, n: usize, y: &mut [f32]) {
+    if let Some(f) = finish {
+        y.par_chunks_mut(n * NR)
+            .enumerate()
+            .for_each(|(i, rows)| f(i * NR, rows));
     }
 }
 
@@ -285,17 +296,9 @@ fn pack(x: &[f32], k: usize, packed: &mut Vec<f32>, wide: bool) {
     let _ = wide;
 }
 
-/// Where [`block`] writes: activation row `r`, column `c` at `y[r * ld + c - c0]`, plus
-/// `bias[c]` where there is a bias.
-#[derive(Clone, Copy)]
-struct WriteOut<'a> {
-    ld: usize,
-    c0: usize,
-    bias: Option<&'a [f32]>,
-}
-
-/// The weight rows `cols` (output columns) against every packed panel, written as `out`
-/// says; the rows of `y` past the activation rows are not written.
+/// The weight rows `cols` (output columns) against every packed panel: `y[r * ld + c - c0]`
+/// for activation row `r` and column `c`, where `(ld, c0) = layout`; the rows of `y` past the
+/// activation rows are not written.
 #[allow(clippy::too_many_arguments)]
 fn block(
     micro: Micro,
@@ -305,10 +308,10 @@ fn block(
     packed: &[f32],
     cols: std::ops::Range<usize>,
     y: &mut [f32],
-    out: WriteOut,
+    layout: (usize, usize),
     buf: &mut Vec<f32>,
 ) {
-    let WriteOut { ld, c0, bias } = out;
+    let (ld, c0) = layout;
     let rows = y.len().div_ceil(ld);
     let (n0, n1) = (cols.start, cols.end);
     let a = src.rows(n0, n1, n, k, buf);
@@ -338,7 +341,7 @@ fn block(
         let b = &packed[p * k * NR..(p + width) * k * NR];
         let valid = rows.saturating_sub(p * NR).min(width * NR);
         for t in (0..n1 - n0).step_by(MR) {
-            let (tile, stride): (&[f32], usize) = match (quad, tri, pair) {
+            let (out, stride): (&[f32], usize) = match (quad, tri, pair) {
                 (Some(quad), _, _) => {
                     quad(&a[t * k..], k, b, k, &mut acc4);
                     (&acc4, 4 * NR)
@@ -357,21 +360,10 @@ fn block(
                 }
             };
             let tile_rows = (n1 - n0 - t).min(MR);
-            let col = n0 + t;
             for j in 0..valid {
-                let start = (p * NR + j) * ld + col - c0;
-                let dst = y[start..start + tile_rows].iter_mut().enumerate();
-                match bias {
-                    Some(b) => {
-                        for ((i, o), &bi) in dst.zip(&b[col..col + tile_rows]) {
-                            *o = tile[i * stride + j] + bi;
-                        }
-                    }
-                    None => {
-                        for (i, o) in dst {
-                            *o = tile[i * stride + j];
-                        }
-                    }
+                let start = (p * NR + j) * ld + n0 + t - c0;
+                for (i, o) in y[start..start + tile_rows].iter_mut().enumerate() {
+                    *o = out[i * stride + j];
                 }
             }
         }

@@ -14,6 +14,7 @@ pub mod act;
 mod avx2;
 pub mod gelu;
 mod gemm;
+pub use gemm::RowsFn;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
@@ -159,13 +160,11 @@ impl<A> Kernel<A> {
     }
 }
 
-/// [`matmul`] on an explicit path (tests run both), plus `bias[n]` on every row where given:
-/// `Y[m, n] = sum_k X[m,k] * W[n,k] + bias[n]`, the same values as adding the bias afterwards
-/// (the float GEMM adds it as it writes a tile).
+/// [`matmul`] on an explicit path (tests run both), then `finish` (where given) on the
+/// finished output rows — the float GEMM calls it per task, on rows still in cache.
 ///
 /// # Panics
-/// As [`matmul`], when `path` is not [`available`](KernelPath::available), and when `bias`
-/// does not hold `n` values.
+/// As [`matmul`], and when `path` is not [`available`](KernelPath::available).
 #[allow(clippy::too_many_arguments)]
 pub fn matmul_with(
     path: KernelPath,
@@ -175,7 +174,7 @@ pub fn matmul_with(
     k: usize,
     x: &[f32],
     m: usize,
-    bias: Option<&[f32]>,
+    finish: Option<&RowsFn<'_>>,
     y: &mut [f32],
 ) {
     assert!(supports(dtype), "kernels: no matmul kernel for {dtype}");
@@ -196,15 +195,12 @@ pub fn matmul_with(
     );
     assert_eq!(x.len(), m * k, "kernels: activation length for [{m}, {k}]");
     assert_eq!(y.len(), m * n, "kernels: output length for [{m}, {n}]");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n, "kernels: bias length for [{m}, {n}]");
-    }
     if n == 0 || m == 0 {
         return;
     }
     let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
     if let (DType::F32 | DType::F16 | DType::BF16, Some(micro)) = (dtype, micro) {
-        gemm::matmul(micro, dtype, w, n, k, x, m, bias, y);
+        gemm::matmul(micro, dtype, w, n, k, x, m, finish, y);
         return;
     }
     match dtype {
@@ -230,13 +226,7 @@ pub fn matmul_with(
             run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
         }
     }
-    if let Some(b) = bias {
-        y.par_chunks_mut(n).with_min_len(16).for_each(|row| {
-            for (o, &bi) in row.iter_mut().zip(b) {
-                *o += bi;
-            }
-        });
-    }
+    gemm::finish_rows(finish, n, y);
 }
 
 /// The micro-kernels of the register-blocked float GEMM on `path` (`None`: the path keeps its

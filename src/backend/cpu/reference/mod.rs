@@ -310,7 +310,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
             let u = math::matmul(&x, rows(&infos[0].shape), &read(2)?, &infos[2].shape);
             one(g.iter().zip(&u).map(|(&g, &u)| silu(g) * u).collect())
         }
-        Op::MatmulBias => {
+        Op::MatmulBias { act } => {
             let x = read(0)?;
             let mut y = math::matmul(&x, rows(&infos[0].shape), &read(1)?, &infos[1].shape);
             let b = read(2)?;
@@ -319,7 +319,21 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                     *o += bias;
                 }
             }
-            one(y)
+            let y = Tensor::from_f32(&outs[0].shape, y)?;
+            match act {
+                Some(a) => execute(a, &[y]),
+                None => Ok(vec![y]),
+            }
+        }
+        Op::FusedLinearAddNorm { eps } => {
+            let linear = Op::MatmulBias { act: None };
+            let y = execute(&linear, &inputs[..3])?;
+            let sum = execute(&Op::Add, &[inputs[3].clone(), y[0].clone()])?;
+            let norm = Op::LayerNorm { eps: *eps };
+            execute(
+                &norm,
+                &[sum[0].clone(), inputs[4].clone(), inputs[5].clone()],
+            )
         }
         Op::FusedQkv => {
             let x = read(0)?;
