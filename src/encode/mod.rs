@@ -192,11 +192,21 @@ impl Encoder {
     /// `max - 1` tokens and their final special token (as Hugging Face's
     /// truncation does), with a warning.
     pub fn tokenize<S: AsRef<str>>(&self, texts: &[S]) -> Result<Tokenized, ExecutionError> {
+        use rayon::prelude::*;
         let max = self.max_tokens();
+        let texts: Vec<&str> = texts.iter().map(AsRef::as_ref).collect();
+        // On the worker pool, a few texts per task (the texts are independent).
+        let encoded: Vec<_> = self.dispatcher.install(|| {
+            texts
+                .par_iter()
+                .with_min_len(16)
+                .map(|text| self.tokenizer.encode_with(text, true, false))
+                .collect()
+        });
         let mut tokens = Vec::with_capacity(texts.len());
         let mut truncated = Vec::new();
-        for (i, text) in texts.iter().enumerate() {
-            let mut ids = self.tokenizer.encode_with(text.as_ref(), true, false)?;
+        for (i, ids) in encoded.into_iter().enumerate() {
+            let mut ids = ids?;
             if ids.len() > max {
                 let n = ids.len();
                 let last = ids[n - 1];
