@@ -77,14 +77,16 @@ pub(super) fn sdpa(
     super::attention::sdpa(pool, a, q, k, v, out);
 }
 
-/// [`Op::SdpaBatch`](crate::backend::Op::SdpaBatch): `lengths.len()` sequences of
-/// `a.kv_len` rows each in `q`, `k`, `v` and `out`; sequence `b`'s queries attend to its
-/// first `lengths[b]` keys. The sequences run in parallel, each on one thread through
-/// the tiled kernels where [`applies`] holds for it, else through
+/// [`Op::SdpaBatch`](crate::backend::Op::SdpaBatch): `lengths.len()` sequences of `rows`
+/// rows each in `q`, `k`, `v` and `out`; sequence `b`'s queries attend to its first
+/// `lengths[b]` keys (`a.kv_len` is not read). The sequences run in parallel, each on one
+/// thread through the tiled kernels where they [`fit`] it, else through
 /// [`super::attention::sdpa`].
+#[allow(clippy::too_many_arguments)]
 pub(super) fn sdpa_batch(
     pool: &rayon::ThreadPool,
     a: &SdpaArgs,
+    rows: usize,
     lengths: &[usize],
     q: &[f32],
     k: &[f32],
@@ -92,7 +94,6 @@ pub(super) fn sdpa_batch(
     out: &mut [f32],
 ) {
     use rayon::prelude::*;
-    let rows = a.kv_len;
     let (q_len, o_len) = (rows * a.heads * a.d, rows * a.heads * a.dv);
     let (k_len, v_len) = (rows * a.kv_heads * a.d, rows * a.kv_heads * a.dv);
     pool.install(|| {
@@ -115,7 +116,8 @@ pub(super) fn sdpa_batch(
                     let (mut qp, mut s) = keys.scratch(&seq);
                     for (blk, ob) in o.chunks_mut(QB * seq.heads * seq.dv).enumerate() {
                         let bufs = keys.bufs(&mut qp, &mut s, &kt);
-                        // SAFETY: as in `sdpa`.
+                        // SAFETY: `fit` checked AVX2+FMA (and `PackedKeys::new` AVX-512F
+                        // for wide tiles); the buffers are sized by `keys`.
                         unsafe { keys.block(&seq, blk * QB, qs, vs, ob, bufs) }
                     }
                     return;
@@ -181,7 +183,7 @@ impl PackedKeys {
     /// [`block`] with the tiles of this width.
     ///
     /// # Safety
-    /// [`applies`] holds for `a` (AVX2+FMA; AVX-512F where `wide`).
+    /// The tiles [`fit`] `a` (AVX2+FMA present; AVX-512F where `wide`).
     unsafe fn block(&self, a: &SdpaArgs, i0: usize, q: &[f32], v: &[f32], o: &mut [f32], b: Bufs) {
         if self.wide {
             block::<avx512::Avx512>(a, i0, q, v, o, b)

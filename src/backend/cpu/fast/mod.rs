@@ -206,10 +206,10 @@ pub fn execute(
                 scale: scale.unwrap_or(1.0 / (d as f32).sqrt()),
                 mask: &unmasked,
                 q_pos: 0,
-                kv_len: rows,
+                kv_len: 0,
             };
             one(ctx.tensor_with(shape0, false, |y| {
-                attention_block::sdpa_batch(pool, &args, lengths, &q, &k, &v, y);
+                attention_block::sdpa_batch(pool, &args, rows, lengths, &q, &k, &v, y);
                 Ok(())
             })?)
         }
