@@ -332,6 +332,14 @@ impl Dispatcher {
         }
     }
 
+    /// Whether the primary backend runs `op` on `inputs`: callers use fused ops only
+    /// there (else their parts, on the primary backend's own tensors, rather than a
+    /// fallback that moves them).
+    pub fn primary_supports(&self, op: &Op, inputs: &[Tensor]) -> bool {
+        let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+        self.primary().supports(op, &infos)
+    }
+
     /// The first backend of the chain (weights and KV caches live there).
     pub fn primary(&self) -> &dyn Backend {
         &*self.chain[0]

@@ -9,8 +9,10 @@
 //! so the same code runs on every backend.
 
 pub mod bert;
+mod linear;
 pub mod llama;
 mod weights;
 pub mod whisper;
 
+use linear::Linear;
 use weights::WeightBinder;

@@ -28,8 +28,8 @@ mod pool;
 pub use config::{Activation, BertConfig, Pooling, ProblemType, Variant};
 pub use pool::{l2_normalize, pool};
 
-use super::WeightBinder;
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor, TensorInfo};
+use super::{Linear, WeightBinder};
+use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use std::sync::Arc;
@@ -78,46 +78,6 @@ impl Hidden {
         let start = (b * l + i) * d;
         self.states.as_f32()?.get(start..start + d)
     }
-}
-
-/// A linear layer: weight `[out, in]` (any encoding) and f32 bias `[out]`.
-struct Linear {
-    w: Tensor,
-    b: Tensor,
-}
-
-impl Linear {
-    /// `act(x W^T + b)`, the activation (an element-wise op) where given: one
-    /// `MatmulBias` where the primary backend has it, else its parts (on the primary
-    /// backend's own tensors, rather than a fallback that moves them).
-    fn apply(
-        &self,
-        dispatcher: &Dispatcher,
-        x: &Tensor,
-        act: Option<&Op>,
-        ctx: &mut ExecContext,
-    ) -> Result<Tensor, ExecutionError> {
-        let args = [x.clone(), self.w.clone(), self.b.clone()];
-        let fused = Op::MatmulBias {
-            act: act.map(|a| Box::new(a.clone())),
-        };
-        if on_primary(dispatcher, &fused, &args) {
-            return dispatcher.run1(&fused, &args, ctx);
-        }
-        let y = dispatcher.run1(&Op::Matmul, &args[..2], ctx)?;
-        let y = dispatcher.run1(&Op::Add, &[y, self.b.clone()], ctx)?;
-        match act {
-            Some(a) => dispatcher.run1(a, &[y], ctx),
-            None => Ok(y),
-        }
-    }
-}
-
-/// Whether the dispatcher's primary backend runs `op` on `inputs` (fused ops are used
-/// only there).
-fn on_primary(dispatcher: &Dispatcher, op: &Op, inputs: &[Tensor]) -> bool {
-    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
-    dispatcher.primary().supports(op, &infos)
 }
 
 /// LayerNorm gain and bias (f32).
@@ -197,7 +157,7 @@ impl BertWeights for WeightBinder {
     fn linear(&self, prefix: &str) -> Result<Linear, ExecutionError> {
         Ok(Linear {
             w: self.need(&format!("{prefix}.weight"), false)?,
-            b: self.need(&format!("{prefix}.bias"), true)?,
+            b: Some(self.need(&format!("{prefix}.bias"), true)?),
         })
     }
 
@@ -470,19 +430,21 @@ impl Bert {
         // `LayerNorm(h + (x W^T + b))`, the post-norm end of a sub-block.
         let post_norm = Op::FusedLinearAddNorm { eps: c.eps };
         let linear_add_norm = |x: &Tensor, lin: &Linear, h: Tensor, norm: &Norm, ctx: &mut _| {
-            let args = [
-                x.clone(),
-                lin.w.clone(),
-                lin.b.clone(),
-                h,
-                norm.g.clone(),
-                norm.b.clone(),
-            ];
-            if on_primary(dispatcher, &post_norm, &args) {
-                return run1(&post_norm, &args, ctx);
+            if let Some(b) = &lin.b {
+                let args = [
+                    x.clone(),
+                    lin.w.clone(),
+                    b.clone(),
+                    h.clone(),
+                    norm.g.clone(),
+                    norm.b.clone(),
+                ];
+                if dispatcher.primary_supports(&post_norm, &args) {
+                    return run1(&post_norm, &args, ctx);
+                }
             }
             let y = linear(x, lin, None, ctx)?;
-            let s = run1(&Op::Add, &[args[3].clone(), y], ctx)?;
+            let s = run1(&Op::Add, &[h, y], ctx)?;
             run1(&layer_norm, &[s, norm.g.clone(), norm.b.clone()], ctx)
         };
 
@@ -559,7 +521,7 @@ impl Bert {
                 k.reshaped(&[rows, heads, hd])?,
                 v.reshaped(&[rows, heads, hd])?,
             ];
-            let attn = if n > 1 && on_primary(dispatcher, &sdpa_batch, &batched) {
+            let attn = if n > 1 && dispatcher.primary_supports(&sdpa_batch, &batched) {
                 run1(&sdpa_batch, &batched, ctx)?
             } else if n == 1 {
                 run1(

@@ -420,7 +420,6 @@ fn rope_and_append(
     args: &[Tensor; 7],
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
-    let infos: Vec<_> = args.iter().map(|t| t.info().clone()).collect();
     let (q, k, v, cos, sin, kc, vc) = (
         &args[0], &args[1], &args[2], &args[3], &args[4], &args[5], &args[6],
     );
@@ -429,7 +428,7 @@ fn rope_and_append(
         expected: vec![3],
         got: vec![0],
     };
-    if dispatcher.primary().supports(fused, &infos) {
+    if dispatcher.primary_supports(fused, args) {
         return dispatcher
             .run(fused, args, ctx)?
             .into_iter()

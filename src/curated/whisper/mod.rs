@@ -19,19 +19,13 @@ pub mod decode;
 pub use config::{SpecialTokens, WhisperConfig};
 pub use decode::{Segment, Timings, TranscribeOptions, Transcript};
 
-use super::WeightBinder;
+use super::{Linear, WeightBinder};
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use crate::loader::Model;
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
-
-/// A linear layer: `[out, in]` weight (any encoding) and an optional f32 bias.
-struct Linear {
-    w: Tensor,
-    b: Option<Tensor>,
-}
 
 /// LayerNorm gain and bias (f32).
 struct Norm {
@@ -277,11 +271,7 @@ impl Whisper {
         l: &Linear,
         ctx: &mut ExecContext,
     ) -> Result<Tensor, ExecutionError> {
-        let y = self.run1(Op::Matmul, &[x.clone(), l.w.clone()], ctx)?;
-        match &l.b {
-            Some(b) => self.run1(Op::Add, &[y, b.clone()], ctx),
-            None => Ok(y),
-        }
+        l.apply(&self.dispatcher, x, None, ctx)
     }
 
     fn norm(&self, x: &Tensor, n: &Norm, ctx: &mut ExecContext) -> Result<Tensor, ExecutionError> {
@@ -312,8 +302,7 @@ impl Whisper {
         fc2: &Linear,
         ctx: &mut ExecContext,
     ) -> Result<Tensor, ExecutionError> {
-        let h = self.linear(x, fc1, ctx)?;
-        let h = self.run1(Op::Gelu, &[h], ctx)?;
+        let h = fc1.apply(&self.dispatcher, x, Some(&Op::Gelu), ctx)?;
         self.linear(&h, fc2, ctx)
     }
 
@@ -347,8 +336,9 @@ impl Whisper {
         // conv1: im2col [frames, n_mels * 3] from channel-major mel.
         let cols = im2col(frames, c.n_mels, 1, |ch, t| mel[ch * frames + t]);
         let x = Tensor::from_f32(&[frames, c.n_mels * 3], cols)?;
-        let x = self.linear(&x, &self.conv1, ctx)?;
-        let x = self.run1(Op::Gelu, &[x], ctx)?;
+        let x = self
+            .conv1
+            .apply(&self.dispatcher, &x, Some(&Op::Gelu), ctx)?;
         let xv = host(&x, &self.dispatcher)?;
         let d = c.d_model;
         let cols = im2col(c.n_audio_ctx, d, 2, |ch, t| {
@@ -359,8 +349,9 @@ impl Whisper {
             }
         });
         let x = Tensor::from_f32(&[c.n_audio_ctx, d * 3], cols)?;
-        let x = self.linear(&x, &self.conv2, ctx)?;
-        let x = self.run1(Op::Gelu, &[x], ctx)?;
+        let x = self
+            .conv2
+            .apply(&self.dispatcher, &x, Some(&Op::Gelu), ctx)?;
         let mut x = self.run1(Op::Add, &[x, self.enc_pos.clone()], ctx)?;
         let h = c.encoder_heads;
         for (i, l) in self.enc_layers.iter().enumerate() {
