@@ -130,16 +130,17 @@ fn matmul_rows(
     }
 }
 
-/// `Matmul(x, w)` into a new tensor of `out_shape`.
+/// `Matmul(x, w)` into a new tensor of `out_shape`, then `finish` on its rows where given.
 pub(super) fn matmul(
     pool: &ThreadPool,
     x: &Tensor,
     w: &Tensor,
+    finish: Option<&kernels::RowsFn<'_>>,
     out_shape: &[usize],
     ctx: &mut ExecContext,
 ) -> Result<Tensor, ExecutionError> {
     let xs = x.read_f32("Matmul")?;
-    matmul_values(pool, &xs, w, None, out_shape, ctx)
+    matmul_values(pool, &xs, w, finish, out_shape, ctx)
 }
 
 /// `Matmul` of host values `x` (rows of K) by `w`, then `finish` on the output

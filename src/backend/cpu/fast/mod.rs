@@ -32,7 +32,9 @@ pub fn execute(
     let shape0 = outs[0].shape.as_slice();
     let one = |t: Tensor| Ok(vec![t]);
     match op {
-        Op::Matmul => one(linear::matmul(pool, &inputs[0], &inputs[1], shape0, ctx)?),
+        Op::Matmul => one(linear::matmul(
+            pool, &inputs[0], &inputs[1], None, shape0, ctx,
+        )?),
         Op::Embed => {
             let ids = inputs[0]
                 .as_i32()
@@ -159,20 +161,14 @@ pub fn execute(
             })?)
         }
         Op::MatmulBias { act } => {
-            let (x, b) = (read(0)?, read(2)?);
+            let b = read(2)?;
             let finish =
                 |_: usize, rows: &mut [f32]| elementwise::bias_act(rows, &b, act.as_deref());
-            one(linear::matmul_values(
-                pool,
-                &x,
-                &inputs[1],
-                Some(&finish),
-                shape0,
-                ctx,
-            )?)
+            let y = linear::matmul(pool, &inputs[0], &inputs[1], Some(&finish), shape0, ctx)?;
+            one(y)
         }
         Op::FusedLinearAddNorm { eps } => {
-            let (x, bias, residual) = (read(0)?, read(2)?, read(3)?);
+            let (bias, residual) = (read(2)?, read(3)?);
             let (g, beta) = (read(4)?, read(5)?);
             let args = elementwise::AddNorm {
                 bias: &bias,
@@ -184,14 +180,8 @@ pub fn execute(
             let finish = |first: usize, rows: &mut [f32]| {
                 elementwise::bias_add_norm(first, rows, &args);
             };
-            one(linear::matmul_values(
-                pool,
-                &x,
-                &inputs[1],
-                Some(&finish),
-                shape0,
-                ctx,
-            )?)
+            let y = linear::matmul(pool, &inputs[0], &inputs[1], Some(&finish), shape0, ctx)?;
+            one(y)
         }
         Op::SdpaBatch { scale, lengths } => {
             let (q, k, v) = (read(0)?, read(1)?, read(2)?);
