@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Builds llama.cpp (CPU only, -DGGML_NATIVE=ON) from the source that the PyPI sdist
 # llama-cpp-python==0.3.36 vendors, for the reference continuations of
-# scripts/make_llm_fixtures.py and for scripts/bench-vs-llamacpp.sh.
+# scripts/make_llm_fixtures.py and scripts/make_perplexity_fixtures.py, and for the benchmarks.
 # Cached: a second run with the binaries present does nothing. Not run by CI.
 #
-#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llamacpp-greedy}
+#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llama-perplexity,llamacpp-greedy}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
 BUILD=${CYB_LLAMACPP_BUILD:-.cache/llama.cpp-build}
 SDIST=$DL/llama_cpp_python-0.3.36.tar.gz
 SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-TARGETS=(llama-completion llama-bench llama-simple)
+TARGETS=(llama-completion llama-bench llama-simple llama-perplexity)
 BIN=$BUILD/cmake/bin
 
 done_already=1

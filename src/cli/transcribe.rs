@@ -7,7 +7,7 @@ use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::transcribe::format::{render, Format};
 use cyb_llm::transcribe::{SpeechModel, SpeechOptions, TranscribeOptions};
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -114,14 +114,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         },
         ..Default::default()
     };
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let b = indicatif::ProgressBar::new(files.len() as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} files {msg}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b
-    });
+    let bar = super::terminal_progress(files.len(), "{bar:30} {pos}/{len} files {msg}");
     let report = |msg: String| match &bar {
         Some(b) => b.println(msg),
         None => eprintln!("{msg}"),

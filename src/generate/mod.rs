@@ -229,6 +229,11 @@ impl TextModel {
         &self.dispatcher
     }
 
+    /// Logits per token (the output vocabulary).
+    pub fn vocab(&self) -> usize {
+        self.llama.vocab()
+    }
+
     /// Tokens per conversation.
     pub fn ctx_size(&self) -> usize {
         self.llama.max_ctx()

@@ -115,8 +115,8 @@ impl TextEngine {
     }
 
     /// Runs `ids` after the cached tokens (as [`Llama::forward`]). The graph
-    /// path returns the last row only: `LogitRows::All` with more than one
-    /// token is `InvalidConfig { field: "path" }` there.
+    /// path's graph returns the last row of a forward only, so `LogitRows::All` runs
+    /// the tokens there one forward each (same values, slower).
     pub fn forward(
         &self,
         dispatcher: &Dispatcher,
@@ -131,10 +131,11 @@ impl TextEngine {
             }
             (TextEngine::Graph(_), TextCache::Graph(s)) => {
                 if rows == LogitRows::All && ids.len() > 1 {
-                    return Err(ExecutionError::InvalidConfig {
-                        field: "path".into(),
-                        reason: "the graph path returns the last token's logits only".into(),
-                    });
+                    let mut all = Vec::new();
+                    for &id in ids {
+                        all.extend(s.forward_in(&[id], ctx)?);
+                    }
+                    return Tensor::from_f32(&[ids.len(), all.len() / ids.len()], all);
                 }
                 let logits = s.forward_in(ids, ctx)?;
                 Tensor::from_f32(&[1, logits.len()], logits)

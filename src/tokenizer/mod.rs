@@ -255,6 +255,11 @@ impl Tokenizer {
         self.bos
     }
 
+    /// True when encoding with special tokens puts BOS first (llama.cpp's `add_bos`).
+    pub fn adds_bos(&self) -> bool {
+        self.add_bos && self.bos.is_some()
+    }
+
     /// The end-of-sequence ids (generation stops at any of them).
     pub fn eos_ids(&self) -> &[u32] {
         &self.eos
