@@ -47,6 +47,13 @@ pub enum LoadError {
         expected: u64,
         extra: u64,
     },
+    #[error("{path}: section `{section}` is damaged: its digest is {actual}, the file records {expected} (re-import the model, or re-download it)")]
+    DigestMismatch {
+        path: PathBuf,
+        section: String,
+        expected: String,
+        actual: String,
+    },
     #[error("{path}: section `{section}` size mismatch: [[files]] says {declared} bytes, the section has {actual}")]
     SectionSize {
         path: PathBuf,

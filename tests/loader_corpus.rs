@@ -33,9 +33,10 @@ impl Fixture {
     fn text(&self) -> &str {
         std::str::from_utf8(&self.bytes[..self.weights_start]).unwrap()
     }
-    /// Loads a variant whose text part is `text` and whose weights are unchanged.
+    /// Loads a variant whose text part is `text` (section digests recomputed,
+    /// so the check under test answers, not the digest) and whose weights are unchanged.
     fn load_text(&self, text: &str) -> Result<cyb_llm::Model, LoadError> {
-        let mut b = text.as_bytes().to_vec();
+        let mut b = redigest(text).into_bytes();
         b.extend_from_slice(&self.bytes[self.weights_start..]);
         self.load_bytes(&b)
     }
@@ -49,6 +50,33 @@ impl Fixture {
         assert!(text.contains(from), "fixture text lacks {from:?}");
         self.load_text(&text.replacen(from, to, 1))
     }
+}
+
+/// `text` with the `digest` of each text section's `[[files]]` entry set to
+/// the digest of that section's body as it now is.
+fn redigest(text: &str) -> String {
+    let mut out = text.to_string();
+    let mut headers: Vec<(String, usize)> = Vec::new();
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if let Some(name) = line.strip_prefix("~~~") {
+            headers.push((name.trim_end().to_string(), at + line.len()));
+        }
+        at += line.len();
+    }
+    for (i, (name, start)) in headers.iter().enumerate() {
+        let end = headers
+            .get(i + 1)
+            .map_or(text.len(), |(n, s)| s - n.len() - 4);
+        let entry = format!("name = \"{name}\"\n");
+        let Some(e) = out.find(&entry) else { continue };
+        let Some(d) = out[e..].find("digest = \"").map(|d| e + d + 10) else {
+            continue;
+        };
+        let fresh = cyb_llm::loader::digest::of(&text.as_bytes()[*start..end]);
+        out.replace_range(d..d + fresh.len(), &fresh);
+    }
+    out
 }
 
 fn tensor_block<'a>(text: &'a str, name: &str) -> &'a str {
@@ -197,7 +225,10 @@ fn weights_listed_before_another_section_is_weights_not_last() {
     let f = fixture();
     let text = f.text();
     let size = f.bytes.len() - f.weights_start;
-    let weights = format!("\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {size}\n");
+    let digest = cyb_llm::loader::digest::of(&f.bytes[f.weights_start..]);
+    let weights = format!(
+        "\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {size}\ndigest = \"{digest}\"\n"
+    );
     let moved = text.replacen(&weights, "", 1).replacen(
         "\n[[files]]\nname = \"card\"",
         &format!("{weights}\n[[files]]\nname = \"card\""),
@@ -358,4 +389,89 @@ fn missing_file_is_io_error_naming_the_path() {
     let err = cyb_llm::load(Path::new("/nonexistent/x.model")).unwrap_err();
     assert!(matches!(err, LoadError::Io { .. }));
     assert!(err.to_string().contains("/nonexistent/x.model"));
+}
+
+/// Every change to a text section's bytes is an error, never a file that
+/// loads as another model: each line of each section dropped, duplicated, or
+/// with one character changed (the raw bytes, digests as written). Those the
+/// other checks let through are `DigestMismatch` naming the edited section.
+#[test]
+fn every_change_to_a_text_section_is_rejected() {
+    let f = fixture();
+    let text = f.text();
+    let body_start = text.find("\n~~~").unwrap() + 1;
+    let mut section = String::new();
+    let (mut variants, mut by_digest) = (0, 0);
+    let mut at = body_start;
+    for line in text[body_start..].split_inclusive('\n') {
+        let start = at;
+        at += line.len();
+        if let Some(name) = line.strip_prefix("~~~") {
+            section = name.trim_end().to_string();
+            continue;
+        }
+        let changed_char = line
+            .char_indices()
+            .find(|(_, c)| c.is_ascii_alphanumeric())
+            .map(|(i, c)| {
+                let to = if c == 'x' { "y" } else { "x" };
+                format!("{}{to}{}", &line[..i], &line[i + 1..])
+            });
+        let edits = [Some(String::new()), Some(line.repeat(2)), changed_char];
+        for edit in edits.into_iter().flatten() {
+            let variant = format!("{}{edit}{}", &text[..start], &text[at..]);
+            let mut bytes = variant.into_bytes();
+            bytes.extend_from_slice(&f.bytes[f.weights_start..]);
+            variants += 1;
+            match f.load_bytes(&bytes) {
+                Ok(_) => panic!("section `{section}`: editing {line:?} to {edit:?} loads silently"),
+                Err(LoadError::DigestMismatch { section: s, .. }) => {
+                    assert_eq!(s, section, "{line:?}");
+                    by_digest += 1;
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    assert!(
+        variants > 50 && by_digest > variants / 2,
+        "{by_digest} of {variants}"
+    );
+}
+
+/// A file written before digests loads (with a warning), and a digest of an
+/// unknown algorithm is an error naming the entry.
+#[test]
+fn files_without_digests_load_and_unknown_algorithms_do_not() {
+    let f = fixture();
+    let text = f.text();
+    let stripped: String = text
+        .split_inclusive('\n')
+        .filter(|l| !l.starts_with("digest = "))
+        .collect();
+    let mut bytes = stripped.into_bytes();
+    bytes.extend_from_slice(&f.bytes[f.weights_start..]);
+    let m = f.load_bytes(&bytes).unwrap();
+    assert_eq!(m.digest("vocab"), None);
+    assert!(!m.verify_weights().unwrap());
+    let m = cyb_llm::load(&f.path).unwrap();
+    assert!(m.verify_weights().unwrap());
+    let mut weights_flip = f.bytes.clone();
+    let last = weights_flip.len() - 1;
+    weights_flip[last] ^= 1;
+    let m = f.load_bytes(&weights_flip).unwrap();
+    let err = m.verify_weights().unwrap_err();
+    assert!(
+        matches!(&err, LoadError::DigestMismatch { section, .. } if section == "weights"),
+        "{err}"
+    );
+    let mut md5 = text
+        .replacen("digest = \"xxh3-128:", "digest = \"md5:", 1)
+        .into_bytes();
+    md5.extend_from_slice(&f.bytes[f.weights_start..]);
+    let err = f.load_bytes(&md5).unwrap_err();
+    assert!(
+        err.to_string().contains("unknown digest algorithm `md5`"),
+        "{err}"
+    );
 }

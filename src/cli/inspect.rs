@@ -41,7 +41,7 @@ fn summary(m: &Model, with_tensors: bool, with_hash: bool) -> serde_json::Value 
     let sections: Vec<_> = m
         .sections
         .iter()
-        .map(|s| json!({"name": s.name, "bytes": s.body.len()}))
+        .map(|s| json!({"name": s.name, "bytes": s.body.len(), "digest": m.digest(&s.name)}))
         .collect();
     let mut v = json!({
         "file": m.path().display().to_string(),
@@ -97,6 +97,14 @@ pub fn run(a: InspectArgs) -> CmdResult {
         .map(|s| format!("{} ({})", s.name, human_bytes(s.body.len() as u64)))
         .collect();
     println!("sections    {}", sections.join(", "));
+    for s in &m.sections {
+        println!(
+            "  {:<9} {}",
+            s.name,
+            m.digest(&s.name)
+                .unwrap_or("no digest (written before digests)")
+        );
+    }
     let arch = toml::to_string(&m.config.architecture).unwrap_or_default();
     for line in arch.lines().filter(|l| !l.is_empty()) {
         println!("  {line}");

@@ -1,5 +1,6 @@
-//! `cyb-llm validate MODEL [--deep]`: load-time checks, and with `--deep` every
-//! tensor decoded and checked for non-finite values.
+//! `cyb-llm validate MODEL [--deep]`: load-time checks (text-section digests
+//! included), and with `--deep` the weights checked against their digest and
+//! every tensor decoded and checked for non-finite values.
 
 use super::CmdResult;
 use rayon::prelude::*;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
     model: PathBuf,
-    /// Decode every tensor and report non-finite values by tensor name.
+    /// Check the weights' digest, decode every tensor and report non-finite values by tensor name.
     #[arg(long)]
     deep: bool,
     /// Machine-readable output.
@@ -26,6 +27,11 @@ struct Problem {
 
 pub fn run(a: ValidateArgs) -> CmdResult {
     let m = cyb_llm::load(&a.model)?;
+    let weights_digest = match (a.deep, a.deep && m.verify_weights()?) {
+        (false, _) => "not checked",
+        (true, true) => "verified",
+        (true, false) => "absent",
+    };
     let problems: Vec<Problem> = if a.deep {
         m.tensors
             .entries()
@@ -53,16 +59,17 @@ pub fn run(a: ValidateArgs) -> CmdResult {
     };
     if a.json {
         let v = serde_json::json!({"file": a.model.display().to_string(), "deep": a.deep,
-            "tensors": m.tensors.len(), "ok": problems.is_empty(), "problems": problems});
+            "tensors": m.tensors.len(), "weights_digest": weights_digest,
+            "ok": problems.is_empty(), "problems": problems});
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         for p in &problems {
             println!("{}: {}", p.tensor, p.reason);
         }
-        let what = if a.deep {
-            "loaded and decoded"
-        } else {
-            "loaded"
+        let what = match weights_digest {
+            "verified" => "loaded, weights digest verified, decoded",
+            "absent" => "loaded and decoded; no weights digest recorded, re-import to add one",
+            _ => "loaded",
         };
         if problems.is_empty() {
             println!(

@@ -30,6 +30,9 @@ pub struct FileEntry {
     pub format: Option<String>,
     #[serde(default)]
     pub size: Option<u64>,
+    /// `ALG:HEX` of the section's bytes (absent in files written before digests).
+    #[serde(default)]
+    pub digest: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -172,6 +175,7 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Container, LoadError> {
     })?;
 
     check_files(path, &front.files, &sections, text.len())?;
+    verify_text_digests(path, &front.files, &sections, bytes)?;
     let weights_entry = front.files.iter().find(|f| f.name == "weights");
     let declared = weights_entry
         .and_then(|f| f.size)
@@ -202,6 +206,32 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Container, LoadError> {
         weights_start,
         weights_size: declared,
     })
+}
+
+/// Verifies the digest of every text section that has one; warns once when
+/// any entry has none (a file written before digests).
+fn verify_text_digests(
+    path: &Path,
+    files: &[FileEntry],
+    sections: &[Section],
+    bytes: &[u8],
+) -> Result<(), LoadError> {
+    for s in sections.iter().filter(|s| s.name != "weights") {
+        if let Some(d) = files
+            .iter()
+            .find(|f| f.name == s.name)
+            .and_then(|f| f.digest.as_deref())
+        {
+            super::digest::verify(path, &s.name, d, &bytes[s.body.clone()])?;
+        }
+    }
+    if files.iter().any(|f| f.digest.is_none()) {
+        tracing::warn!(
+            "{}: written without section digests, so damage to it may go unnoticed (re-import the model to add them)",
+            path.display()
+        );
+    }
+    Ok(())
 }
 
 fn check_files(

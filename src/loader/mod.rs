@@ -11,6 +11,7 @@
 
 pub mod config;
 pub mod container;
+pub mod digest;
 pub mod family;
 pub mod tensors;
 mod toml_text;
@@ -46,6 +47,8 @@ pub struct Model {
     pub name: String,
     /// Text sections in file order, then `weights`.
     pub sections: Vec<Section>,
+    /// The frontmatter's `[[files]]` entries (sizes and digests).
+    pub files: Vec<container::FileEntry>,
     pub config: Config,
     pub tensors: TensorIndex,
     pub vocab: Option<Vocab>,
@@ -112,6 +115,24 @@ impl Model {
             .iter()
             .find(|s| s.name == name && s.name != "weights")?;
         std::str::from_utf8(&self.mmap[s.body.clone()]).ok()
+    }
+
+    /// The recorded digest of section `name` (`None`: absent, or a file written before digests).
+    pub fn digest(&self, name: &str) -> Option<&str> {
+        self.files
+            .iter()
+            .find(|f| f.name == name)
+            .and_then(|f| f.digest.as_deref())
+    }
+
+    /// Checks the weights against their recorded digest (the text sections
+    /// were checked at load). `Ok(false)`: the file records none to check.
+    pub fn verify_weights(&self) -> Result<bool, LoadError> {
+        let Some(d) = self.digest("weights") else {
+            return Ok(false);
+        };
+        digest::verify(&self.path, "weights", d, &self.mmap[self.weights_start..])?;
+        Ok(true)
     }
 
     /// The whole file's bytes (for hashing).
@@ -259,6 +280,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
         weights_start: c.weights_start,
         name: c.header.name,
         sections: c.sections,
+        files: c.files,
         config,
         tensors,
         vocab,

@@ -4,6 +4,7 @@
 //! place, so a failed write leaves no output file.
 
 use super::config::Config;
+use super::digest::{self, Digest};
 use super::toml_text::push_basic_string;
 use crate::dtype::DType;
 use crate::error::ImportError;
@@ -130,6 +131,35 @@ impl<'a> ModelWriter<'a> {
         (text, offsets, at)
     }
 
+    /// The weights section's bytes in order: each tensor after the zeros that align it.
+    fn weight_pieces<'s>(&'s self, offsets: &'s [u64]) -> impl Iterator<Item = &'s [u8]> + 's {
+        const ZEROS: [u8; ALIGN] = [0; ALIGN];
+        let mut at = 0u64;
+        self.tensors.iter().zip(offsets).flat_map(move |(t, &off)| {
+            let gap = (off - at) as usize;
+            at = off + t.data.len() as u64;
+            [&ZEROS[..gap], &t.data[..]]
+        })
+    }
+
+    /// The `[cyb]` frontmatter and one `[[files]]` entry per section, with `digests`
+    /// of the text sections in order and the weights' size and digest.
+    fn frontmatter(&self, digests: &[String], weights_size: u64, weights_digest: &str) -> String {
+        let mut text = String::from("[cyb]\ntypes = [\"model\"]\nname = ");
+        push_basic_string(&mut text, &self.name);
+        text.push_str("\nformat_version = 2\n");
+        for ((name, _), digest) in self.sections.iter().zip(digests) {
+            let format = if name == "card" { "markdown" } else { "toml" };
+            text.push_str(&format!(
+                "\n[[files]]\nname = \"{name}\"\nformat = \"{format}\"\ndigest = \"{digest}\"\n"
+            ));
+        }
+        text.push_str(&format!(
+            "\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {weights_size}\ndigest = \"{weights_digest}\"\n"
+        ));
+        text
+    }
+
     /// Writes the file to `out` atomically (temp file, validate by loading, rename).
     pub fn write(mut self, out: &Path) -> Result<(), ImportError> {
         let io = |source| ImportError::Io {
@@ -152,26 +182,45 @@ impl<'a> ModelWriter<'a> {
                 ));
             }
         }
-        let mut text = String::from("[cyb]\ntypes = [\"model\"]\nname = ");
-        push_basic_string(&mut text, &self.name);
-        text.push_str("\nformat_version = 2\n");
-        for (name, _) in &self.sections {
-            let format = if name == "card" { "markdown" } else { "toml" };
-            text.push_str(&format!(
-                "\n[[files]]\nname = \"{name}\"\nformat = \"{format}\"\n"
-            ));
-        }
-        text.push_str(&format!(
-            "\n[[files]]\nname = \"weights\"\nformat = \"tensors\"\nsize = {weights_size}\n"
-        ));
+        let weights_digest = {
+            let mut d = Digest::new();
+            self.weight_pieces(&offsets).for_each(|b| d.update(b));
+            d.finish()
+        };
+        let header = "~~~weights\n";
+        // Digests have a fixed length, so the padding before `~~~weights` (part
+        // of the last text section's bytes) is known before that section's digest.
+        let bodies_len: usize = self
+            .sections
+            .iter()
+            .map(|(n, b)| 4 + n.len() + b.len())
+            .sum();
+        let placeholders = vec!["0".repeat(digest::LEN); self.sections.len()];
+        let front_len = self
+            .frontmatter(&placeholders, weights_size, &weights_digest)
+            .len();
+        let pad = (ALIGN - (front_len + bodies_len + header.len()) % ALIGN) % ALIGN;
+        let last = self.sections.len().saturating_sub(1);
+        let digests: Vec<String> = self
+            .sections
+            .iter()
+            .enumerate()
+            .map(|(i, (_, body))| {
+                let mut d = Digest::new();
+                d.update(body.as_bytes());
+                if i == last {
+                    d.update(&b"\n".repeat(pad));
+                }
+                d.finish()
+            })
+            .collect();
+        let mut text = self.frontmatter(&digests, weights_size, &weights_digest);
         for (name, body) in &self.sections {
             text.push_str("~~~");
             text.push_str(name);
             text.push('\n');
             text.push_str(body);
         }
-        let header = "~~~weights\n";
-        let pad = (ALIGN - (text.len() + header.len()) % ALIGN) % ALIGN;
         text.extend(std::iter::repeat_n('\n', pad));
         text.push_str(header);
 
@@ -186,12 +235,8 @@ impl<'a> ModelWriter<'a> {
         {
             let mut w = std::io::BufWriter::with_capacity(1 << 20, tmp.as_file());
             w.write_all(text.as_bytes()).map_err(io)?;
-            let mut at = 0u64;
-            for (t, &off) in self.tensors.iter().zip(&offsets) {
-                let zeros = vec![0u8; (off - at) as usize];
-                w.write_all(&zeros).map_err(io)?;
-                w.write_all(&t.data).map_err(io)?;
-                at = off + t.data.len() as u64;
+            for piece in self.weight_pieces(&offsets) {
+                w.write_all(piece).map_err(io)?;
             }
             w.flush().map_err(io)?;
         }
