@@ -9,6 +9,7 @@ mod graph;
 mod import;
 mod inspect;
 mod run;
+mod source;
 mod transcribe;
 mod validate;
 

@@ -197,6 +197,8 @@ impl<'a> ModelWriter<'a> {
         }
         super::load(tmp.path())?;
         set_readable(tmp.as_file()).map_err(io)?;
+        // On disk before the rename, so that a crash never leaves a short file under `out`.
+        tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(out).map_err(|e| io(e.error))?;
         Ok(())
     }
