@@ -153,6 +153,36 @@ fn transcribe_on_a_ctranslate2_folder() {
 }
 
 #[test]
+fn embed_on_a_hugging_face_folder_matches_its_explicit_import() {
+    let cache = tempfile::tempdir().unwrap();
+    let src = generate_util::models_dir().join("minilm");
+    assert!(
+        src.join("model.safetensors").is_file(),
+        "{} is missing: run scripts/fetch-models.sh minilm first",
+        src.display()
+    );
+    let embed = |model: &Path| {
+        let args = ["embed", "--text", "a cat", "--format", "jsonl", "-t", "2"];
+        cyb(cache.path(), &args[..1])
+            .arg(model)
+            .args(&args[1..])
+            .args(["--backend", "cpu"])
+            .output()
+            .unwrap()
+    };
+    let o = embed(&src);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("import: "), "{}", stderr(&o));
+    let dir = tempfile::tempdir().unwrap();
+    let explicit = dir.path().join("minilm.model");
+    import(&src, &explicit, &ImportOptions::default()).unwrap();
+    let want = embed(&explicit);
+    assert!(want.status.success(), "{}", stderr(&want));
+    assert_eq!(o.stdout, want.stdout);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\"embedding\""));
+}
+
+#[test]
 fn files_that_are_neither_say_what_they_look_like() {
     let cache = tempfile::tempdir().unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -10,10 +10,13 @@
 //! same `WHERE` are removed. Contents are not hashed: that would read every
 //! byte of a multi-gigabyte source on every run. Entries are written by
 //! [`crate::loader::writer`], through a temporary file that is validated and
-//! then renamed, so a name of this shape is only ever a complete file.
+//! then renamed, so a name of this shape is only ever a complete file; the
+//! temporary file of a killed import is removed by a later import once it is
+//! a day old.
 
 use super::{gguf, SourceKind};
 use crate::error::ImportError;
+use crate::loader::writer::TEMP_PREFIX;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -61,9 +64,10 @@ impl CacheEntry {
         Ok(CacheEntry { path, prefix })
     }
 
-    /// Removes the other entries of the same source (older states of it).
-    /// Failures are ignored: a leftover entry is only disk space.
-    pub fn remove_older(&self) {
+    /// Removes the other entries of the same source (older states of it), and
+    /// temporary files of imports killed more than [`STALE_TEMP`] ago.
+    /// Failures are ignored: a leftover file is only disk space.
+    pub fn tidy(&self) {
         let (Some(dir), Some(me)) = (self.path.parent(), self.path.file_name()) else {
             return;
         };
@@ -73,13 +77,26 @@ impl CacheEntry {
         for e in list.flatten() {
             let name = e.file_name();
             let n = name.to_string_lossy();
-            if name != me && n.starts_with(&self.prefix) && n.ends_with(".model") {
+            let older_entry = name != me && n.starts_with(&self.prefix) && n.ends_with(".model");
+            if older_entry || (n.starts_with(TEMP_PREFIX) && is_stale(&e)) {
                 if let Err(err) = std::fs::remove_file(e.path()) {
                     tracing::debug!("cache: cannot remove {}: {err}", e.path().display());
                 }
             }
         }
     }
+}
+
+/// Age after which a temporary file is taken for a killed import's leftover
+/// (an import still running is never this old).
+pub const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
+fn is_stale(e: &std::fs::DirEntry) -> bool {
+    e.metadata()
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| t.elapsed().ok())
+        .is_some_and(|age| age > STALE_TEMP)
 }
 
 /// The first 8 bytes of a digest in hex.
@@ -192,7 +209,21 @@ mod tests {
         assert_eq!(a.prefix, b.prefix);
         std::fs::write(&a.path, "old").unwrap();
         std::fs::write(&b.path, "new").unwrap();
-        b.remove_older();
+        let (stale, fresh) = (
+            dir.path().join(".cyb-import-1"),
+            dir.path().join(".cyb-import-2"),
+        );
+        std::fs::write(&stale, "killed long ago").unwrap();
+        std::fs::write(&fresh, "still being written").unwrap();
+        let long_ago = std::time::SystemTime::now() - STALE_TEMP * 2;
+        std::fs::File::options()
+            .write(true)
+            .open(&stale)
+            .unwrap()
+            .set_modified(long_ago)
+            .unwrap();
+        b.tidy();
         assert!(!a.path.exists() && b.path.exists());
+        assert!(!stale.exists() && fresh.exists());
     }
 }

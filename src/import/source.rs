@@ -100,6 +100,6 @@ pub fn resolve_model_source(
         source: e,
     })?;
     super::import_as(kind, path, &entry.path, &ImportOptions::default())?;
-    entry.remove_older();
+    entry.tidy();
     Ok(entry.path)
 }

@@ -180,7 +180,7 @@ impl<'a> ModelWriter<'a> {
             _ => Path::new("."),
         };
         let tmp = tempfile::Builder::new()
-            .prefix(".cyb-import-")
+            .prefix(TEMP_PREFIX)
             .tempfile_in(dir)
             .map_err(io)?;
         {
@@ -203,6 +203,9 @@ impl<'a> ModelWriter<'a> {
         Ok(())
     }
 }
+
+/// Name prefix of the temporary file a write goes through before its rename.
+pub const TEMP_PREFIX: &str = ".cyb-import-";
 
 /// Temporary files are created owner-only; a model file is readable by everyone (0644).
 #[cfg(unix)]
