@@ -94,6 +94,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     }
+    let file = resolve_model_source(&a.model)?;
     let started = Instant::now();
     let mut opts = SpeechOptions {
         backend: BackendChoice::parse(&a.backend)?,
@@ -102,7 +103,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
     if let Some(t) = a.threads {
         opts.threads = t.max(1);
     }
-    let model = SpeechModel::load(resolve_model_source(&a.model)?, &opts)?;
+    let model = SpeechModel::load(file, &opts)?;
     let load_s = started.elapsed().as_secs_f64();
     let topts = TranscribeOptions {
         language: (a.language != "auto").then(|| a.language.clone()),
