@@ -18,6 +18,7 @@
 # Default GGUFs: the SmolLM2 Q4_1 and Gemma-3-270M Q4_K_M of scripts/fetch-models.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
 THREADS=${THREADS:-2}
 P=${P:-512}
 N=${N:-128}
@@ -35,7 +36,7 @@ if [ $# -eq 0 ]; then
   set -- .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma3/gemma-3-270m-q4_k_m.gguf
 fi
 
-echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cpus, load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+echo "# $(machine_line)" >&2
 echo "# threads $THREADS, pp$P, tg$N, $ROUNDS rounds x $REPS reps, interleaved llama.cpp / cyb-llm${LLAMA_ARGS:+ (llama-bench $LLAMA_ARGS)}" >&2
 for gguf in "$@"; do
   model=${gguf%.gguf}.model
@@ -43,9 +44,11 @@ for gguf in "$@"; do
   stem=$(basename "${gguf%.gguf}")
   for r in $(seq 1 "$ROUNDS"); do
     # shellcheck disable=SC2086
-    "$LB" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" $LLAMA_ARGS -o json 2>/dev/null >"$RAW/$stem.llamacpp.$r.json"
-    "$CYB" bench "$model" --backend cpu --path curated -t "$THREADS" -p "$P" -n "$N" -r "$REPS" \
-      --output json >"$RAW/$stem.cyb.$r.json"
+    checked llama-bench "$RAW/$stem.llamacpp.$r.json" \
+      "$LB" -m "$gguf" -t "$THREADS" -p "$P" -n "$N" -r "$REPS" $LLAMA_ARGS -o json
+    checked "cyb-llm bench" "$RAW/$stem.cyb.$r.json" \
+      "$CYB" bench "$model" --backend cpu --path curated -t "$THREADS" -p "$P" -n "$N" -r "$REPS" \
+      --output json
   done
   python3 - "$RAW" "$stem" "$ROUNDS" <<'EOF'
 import json, statistics, sys
@@ -60,6 +63,10 @@ for r in range(1, rounds + 1):
         b.setdefault(row["test"], []).append(row["tokens_per_s"])
 def ms(v):
     return statistics.mean(v), (statistics.stdev(v) if len(v) > 1 else 0.0)
+first = json.load(open(f"{raw}/{stem}.llamacpp.1.json"))[0]
+build = first.get("build_commit", "unknown")
+print(f"llama-bench: {'build ' + build + ', ' if build != 'unknown' else ''}"
+      f"cpu {first.get('cpu_info', '?')}, backends {first.get('backends', '?')}", file=sys.stderr)
 print(f"| model | test | llama.cpp t/s | cyb-llm t/s | ratio |")
 print(f"| ----- | ---- | ------------: | ----------: | ----: |")
 for test in a:

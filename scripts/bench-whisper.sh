@@ -9,29 +9,49 @@
 #   NO_FALLBACK=1 scripts/bench-whisper.sh   (temperature fallback off in all three:
 #       --no-fallback, whisper-cli -nf, faster-whisper temperature=0 — the same greedy
 #       decode everywhere, since the tools' fallback rules differ)
-# Needs: scripts/fetch-models.sh whisper; release build; whisper.cpp built at
-# .cache/whispercpp/build (cmake -S whisper.cpp -B build -G Ninja -DCMAKE_BUILD_TYPE=Release;
-# cmake --build build --target whisper-cli whisper-bench); faster-whisper in .cache/venv.
+# `scripts/bench.sh whisper` does the set-up first: scripts/fetch-models.sh whisper, a
+# release build, scripts/build-whispercpp.sh (whisper-cli from the pywhispercpp 1.5.1
+# sdist) and faster-whisper in .cache/bench-venv (scripts/bench-requirements.txt).
+# Any tool that fails stops the run with its stderr (RAW=DIR keeps every output).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
+RAW=${RAW:-$(mktemp -d)}
+mkdir -p "$RAW"
 RUNS=${1:-3}
 NO_FALLBACK=${NO_FALLBACK:-0}
 OURS_NF=(); CLI_NF=(); FW_TEMP="(0.0, 0.2, 0.4, 0.6, 0.8, 1.0)"
 if [ "$NO_FALLBACK" = 1 ]; then OURS_NF=(--no-fallback); CLI_NF=(-nf); FW_TEMP="0.0"; fi
 W=${CYB_MODELS_DIR:-.cache/models}/whisper
-PY=${PYTHON:-.cache/venv/bin/python}
+PY=${PYTHON:-.cache/bench-venv/bin/python}
 CLI=.cache/whispercpp/build/bin/whisper-cli
 MODEL=.cache/whisper-tiny.en.model
 GGML=$W/ggml-tiny.en-from-ct2.bin
 [ -f "$MODEL" ] || target/release/cyb-llm import "$W/tiny.en-ct2" -o "$MODEL" >&2
 [ -f "$GGML" ] || "$PY" scripts/whisper_ct2_to_ggml.py "$W/tiny.en-ct2" "$W/for-tests-ggml-tiny.en.bin" "$GGML"
-[ -f "$W/long_2min.wav" ] || { echo "run scripts/make_whisper_fixtures.py first (writes long_2min.wav)" >&2; exit 1; }
+# Two minutes of real speech: jfk.wav with 1 s of silence between copies, cut at 120 s
+# (the samples scripts/make_whisper_fixtures.py writes; made here without touching fixtures).
+[ -f "$W/long_2min.wav" ] || python3 - "$W/jfk.wav" "$W/long_2min.wav" <<'EOF'
+import sys, wave
+with wave.open(sys.argv[1]) as r:
+    assert (r.getnchannels(), r.getsampwidth(), r.getframerate()) == (1, 2, 16000), "jfk.wav: 16 kHz mono s16 expected"
+    jfk = r.readframes(r.getnframes())
+gap, want = bytes(2 * 16000), 2 * 120 * 16000
+out = b""
+while len(out) < want:
+    out += jfk + gap
+with wave.open(sys.argv[2] + ".part", "wb") as w:
+    w.setnchannels(1); w.setsampwidth(2); w.setframerate(16000)
+    w.writeframes(out[:want])
+import os; os.replace(sys.argv[2] + ".part", sys.argv[2])
+EOF
 
 now() { date +%s.%N; }
-best() { # best CMD... -> min wall seconds over RUNS
-  local b=999999 t0 t1 d
-  for _ in $(seq "$RUNS"); do
-    t0=$(now); "$@" >/dev/null 2>&1; t1=$(now)
+best() { # best NAME CMD... -> min wall seconds over RUNS; a failing run stops the script
+  local name=$1 b=999999 t0 t1 d i
+  shift
+  for i in $(seq "$RUNS"); do
+    t0=$(now); checked "$name" "$RAW/$name.$i.out" "$@"; t1=$(now)
     d=$(echo "$t1 - $t0" | bc -l); b=$(echo "if ($d < $b) $d else $b" | bc -l)
   done
   printf "%.2f" "$b"
@@ -54,9 +74,10 @@ echo "| audio | duration s | cyb-llm s (RTF) | whisper.cpp s (RTF) | faster-whis
 echo "|---|---|---|---|---|"
 for f in jfk.wav long_2min.wav; do
   dur=$("$PY" -c "import wave,sys; w=wave.open(sys.argv[1]); print(w.getnframes()/w.getframerate())" "$W/$f")
-  a=$(best target/release/cyb-llm transcribe "$MODEL" "$W/$f" --backend cpu -t 2 "${OURS_NF[@]}")
-  b=$(best "$CLI" -m "$GGML" -f "$W/$f" -t 2 -bs 1 -bo 1 -np "${CLI_NF[@]}")
-  c=$("$PY" -c "$FW" "$W/tiny.en-ct2" "$W/$f" "$RUNS" "$FW_TEMP" 2>/dev/null)
+  a=$(best "cyb-llm-$f" target/release/cyb-llm transcribe "$MODEL" "$W/$f" --backend cpu -t 2 "${OURS_NF[@]}")
+  b=$(best "whisper-cli-$f" "$CLI" -m "$GGML" -f "$W/$f" -t 2 -bs 1 -bo 1 -np "${CLI_NF[@]}")
+  checked "faster-whisper-$f" "$RAW/faster-whisper-$f.out" "$PY" -c "$FW" "$W/tiny.en-ct2" "$W/$f" "$RUNS" "$FW_TEMP"
+  c=$(cat "$RAW/faster-whisper-$f.out")
   rtf() { printf "%.3f" "$(echo "$1 / $dur" | bc -l)"; }
   echo "| $f | $dur | $a ($(rtf "$a")) | $b ($(rtf "$b")) | $c ($(rtf "$c")) |"
 done

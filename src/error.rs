@@ -160,6 +160,12 @@ pub enum ImportError {
         key: String,
         hint: String,
     },
+    #[error(
+        "{path}: not a .model file, nor a source cyb-llm imports: it looks like {looks}; \
+         give a .model file, a GGUF file, a Hugging Face folder (config.json, *.safetensors, \
+         tokenizer.json) or a CTranslate2 folder (config.json, model.bin)"
+    )]
+    NotASource { path: PathBuf, looks: String },
     #[error("the written file does not load back: {0}")]
     Verify(#[from] LoadError),
 }

@@ -1,6 +1,7 @@
 //! `cyb-llm bench MODEL`: prompt (ppN) and generation (tgN) throughput per
 //! backend and path, in llama-bench's shape (`cyb_llm::bench`).
 
+use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::BackendConfig;
 use cyb_llm::bench::{all_backends, BenchOptions, BenchPath, BenchRow};
@@ -21,7 +22,7 @@ pub enum Output {
 /// Arguments of `bench`.
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {
-    /// The .model file (a text generator).
+    /// The .model file (a text generator), or a GGUF file / Hugging Face folder (imported once into the cache).
     model: PathBuf,
     /// Backends, comma-separated (`cpu,wgpu`), `auto`, or `all`.
     #[arg(long, default_value = "auto")]
@@ -121,7 +122,9 @@ pub fn run(a: BenchArgs) -> CmdResult {
         n_gen: a.n_gen,
         reps: a.reps as usize,
     };
-    let rows = cyb_llm::bench::run(&a.model, &opts, |why| eprintln!("bench: skipped {why}"))?;
+    let rows = cyb_llm::bench::run(&resolve_model_source(&a.model)?, &opts, |why| {
+        eprintln!("bench: skipped {why}")
+    })?;
     if rows.is_empty() {
         return Err("bench: nothing ran (every backend/path was skipped)".into());
     }

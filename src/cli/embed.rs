@@ -1,6 +1,7 @@
 //! `cyb-llm embed MODEL [--text T]... [--file F]`: sentence embeddings, one
 //! text per line (stdin when neither is given), as json / jsonl / tsv.
 
+use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
 use cyb_llm::encode::input::TextSource;
@@ -30,7 +31,7 @@ pub enum Format {
 /// Where the texts come from and how the model runs: shared by `embed` and `classify`.
 #[derive(clap::Args, Debug)]
 pub struct InputArgs {
-    /// The .model file (a BertStyle encoder).
+    /// The .model file (a BertStyle encoder), or a Hugging Face folder (imported once into the cache).
     pub model: PathBuf,
     /// A text to process (repeatable).
     #[arg(long = "text", value_name = "TEXT")]
@@ -91,8 +92,9 @@ impl InputArgs {
 
     /// Loads the model and binds it to the chosen backends; returns the load time too.
     pub fn encoder(&self) -> Result<(Encoder, f64), Box<dyn std::error::Error>> {
+        let file = resolve_model_source(&self.model)?;
         let start = Instant::now();
-        let model = cyb_llm::load(&self.model)?;
+        let model = cyb_llm::load(file)?;
         let path = self.model.display().to_string();
         let mut config = BackendConfig::default();
         if let Some(t) = self.threads {

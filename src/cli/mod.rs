@@ -10,6 +10,7 @@ mod import;
 mod inspect;
 mod perplexity;
 mod run;
+mod source;
 mod transcribe;
 mod validate;
 

@@ -2,6 +2,7 @@
 //! to stdout; `--json` prints one JSON document with text and timings.
 //! The generation flags are shared with `chat`.
 
+use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::generate::{
@@ -82,7 +83,7 @@ impl From<PathChoice> for cyb_llm::graph::PathChoice {
 /// Model, sampling and output flags shared by `run` and `chat`.
 #[derive(clap::Args, Debug)]
 pub struct GenArgs {
-    /// The .model file (a text generator).
+    /// The .model file (a text generator), or a GGUF file / Hugging Face folder (imported once into the cache).
     pub model: PathBuf,
     /// Tokens to generate (default: until a stop, capped by the context).
     #[arg(short = 'n', long = "max-tokens", alias = "n-predict")]
@@ -163,7 +164,7 @@ impl GenArgs {
         if let Some(t) = self.threads {
             opts.threads = t as usize;
         }
-        Ok(TextModel::load(&self.model, &opts)?)
+        Ok(TextModel::load(resolve_model_source(&self.model)?, &opts)?)
     }
 
     /// Sampling: flags over the model's `[sampling]` over llama.cpp's defaults.

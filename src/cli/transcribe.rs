@@ -3,6 +3,7 @@
 //! load for the whole batch; a bad file is reported and the batch goes on; exit 1
 //! if any file failed, after a summary line.
 
+use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::transcribe::format::{render, Format};
@@ -14,7 +15,7 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct TranscribeArgs {
-    /// A WhisperStyle .model file.
+    /// A WhisperStyle .model file, or a CTranslate2 / Hugging Face Whisper folder (imported once into the cache).
     model: PathBuf,
     /// Audio files (wav, flac, mp3, ogg; any sample rate and channel count).
     audio: Vec<PathBuf>,
@@ -93,6 +94,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     }
+    let file = resolve_model_source(&a.model)?;
     let started = Instant::now();
     let mut opts = SpeechOptions {
         backend: BackendChoice::parse(&a.backend)?,
@@ -101,7 +103,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
     if let Some(t) = a.threads {
         opts.threads = t.max(1);
     }
-    let model = SpeechModel::load(&a.model, &opts)?;
+    let model = SpeechModel::load(file, &opts)?;
     let load_s = started.elapsed().as_secs_f64();
     let topts = TranscribeOptions {
         language: (a.language != "auto").then(|| a.language.clone()),

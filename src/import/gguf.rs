@@ -80,18 +80,32 @@ fn split_pattern(path: &Path) -> Option<(String, usize)> {
     Some((prefix.to_string(), count.parse().ok()?))
 }
 
+/// The files of the model `source` names: itself, or when it is named like one
+/// part of a split model (`NAME-00001-of-00003.gguf`), every part in order
+/// (present or not).
+pub fn part_paths(source: &Path) -> Vec<PathBuf> {
+    let Some((prefix, count)) = split_pattern(source) else {
+        return vec![source.to_path_buf()];
+    };
+    let dir = source.parent().unwrap_or(Path::new(""));
+    (1..=count)
+        .map(|i| dir.join(format!("{prefix}-{i:05}-of-{count:05}.gguf")))
+        .collect()
+}
+
 /// Opens `source` and, when it is one part of a split model, every part in order.
 fn open_all(source: &Path) -> Result<Vec<Part>, ImportError> {
-    let Some((prefix, count)) = split_pattern(source) else {
-        return Ok(vec![open(source)?]);
-    };
-    if count == 0 {
+    let paths = part_paths(source);
+    if paths.is_empty() {
         return Err(format_err(source, "split count 00000 in the file name"));
     }
-    let dir = source.parent().unwrap_or(Path::new(""));
+    if paths.len() == 1 && split_pattern(source).is_none() {
+        return Ok(vec![open(source)?]);
+    }
+    let count = paths.len();
     let mut parts = Vec::with_capacity(count);
-    for i in 1..=count {
-        let p = dir.join(format!("{prefix}-{i:05}-of-{count:05}.gguf"));
+    for (i, p) in paths.into_iter().enumerate() {
+        let i = i + 1;
         if !p.is_file() {
             return Err(format_err(
                 source,

@@ -1,10 +1,12 @@
 //! Importers: write `.model` files from the formats small real models ship in.
 //! Each source format is one module; [`import`] picks it from the source path.
 
+pub mod cache;
 pub mod ct2;
 pub mod gguf;
 pub mod hf;
 pub mod requant;
+pub mod source;
 
 use crate::error::ImportError;
 use std::path::{Path, PathBuf};
@@ -50,40 +52,32 @@ pub struct ImportOptions {
 /// The kind of source at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SourceKind {
+    /// A GGUF file (or the first part of a split one).
     Gguf,
+    /// A Hugging Face model folder (`config.json`, `*.safetensors`, tokenizer files).
     HuggingFace,
     /// A CTranslate2 model folder (`model.bin` + `config.json`; Whisper).
     Ct2,
 }
 
-/// Detects the source format of `source`.
+/// Detects the source format of `source`: a CTranslate2 or Hugging Face folder,
+/// or a file with the GGUF magic. Anything else is an error saying what it
+/// looks like ([`source::classify`]).
 pub fn detect(source: &Path) -> Result<SourceKind, ImportError> {
-    if source.is_dir() {
-        if ct2::is_ct2_folder(source) {
-            return Ok(SourceKind::Ct2);
-        }
-        if source.join("config.json").is_file() {
-            return Ok(SourceKind::HuggingFace);
-        }
-        return Err(ImportError::Unsupported {
-            path: source.to_path_buf(),
-            reason: "a folder needs config.json (Hugging Face) to be imported".into(),
-        });
-    }
-    let mut magic = [0u8; 4];
-    let read = std::fs::File::open(source)
-        .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut magic))
-        .map_err(|e| ImportError::Io {
-            path: source.to_path_buf(),
-            source: e,
-        });
-    match read {
-        Ok(()) if &magic == b"GGUF" => Ok(SourceKind::Gguf),
-        Ok(()) => Err(ImportError::Unsupported {
-            path: source.to_path_buf(),
-            reason: "not a GGUF file (no `GGUF` magic) and not a Hugging Face folder".into(),
-        }),
-        Err(e) => Err(e),
+    source::classify(source)?.ok_or_else(|| ImportError::Unsupported {
+        path: source.to_path_buf(),
+        reason: "this is already a .model file; load it as it is".into(),
+    })
+}
+
+/// The kind of an importable folder, `None` when it is neither kind.
+pub fn detect_folder(dir: &Path) -> Option<SourceKind> {
+    if ct2::is_ct2_folder(dir) {
+        Some(SourceKind::Ct2)
+    } else if dir.join("config.json").is_file() {
+        Some(SourceKind::HuggingFace)
+    } else {
+        None
     }
 }
 
@@ -98,7 +92,17 @@ pub fn default_output(source: &Path) -> PathBuf {
 
 /// Imports `source` into a `.model` file at `out`.
 pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), ImportError> {
-    match detect(source)? {
+    import_as(detect(source)?, source, out, opts)
+}
+
+/// Imports `source`, already known to be of kind `kind`, into `out`.
+pub fn import_as(
+    kind: SourceKind,
+    source: &Path,
+    out: &Path,
+    opts: &ImportOptions,
+) -> Result<(), ImportError> {
+    match kind {
         SourceKind::Gguf => gguf::import(source, out, opts),
         SourceKind::HuggingFace => hf::import(source, out, opts),
         SourceKind::Ct2 => ct2::import(source, out, opts),

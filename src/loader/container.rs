@@ -1,6 +1,7 @@
 //! The container layer of a `.model` file: frontmatter, section headers, the
 //! `[[files]]` list and the weights boundary (format.md, "Layout").
 
+use super::sniff::{self, Looks};
 use crate::error::LoadError;
 use serde::Deserialize;
 use std::ops::Range;
@@ -70,6 +71,18 @@ pub fn line_of(text: &[u8], offset: usize) -> usize {
         .count()
 }
 
+/// Why a file without the `[cyb]` frontmatter is not a `.model` file, and what to do.
+fn not_a_model_reason(path: &Path, head: &[u8]) -> String {
+    let head = &head[..head.len().min(sniff::HEAD_BYTES)];
+    match sniff::looks_like(path, head) {
+        Looks::Gguf => "it looks like a GGUF file; convert it with `cyb-llm import FILE.gguf`, \
+                        or pass it to run / chat / bench directly (imported once into the cache)"
+            .into(),
+        Looks::Other(what) => format!("it looks like {what}, with no `[cyb]` frontmatter"),
+        Looks::Model => "it does not start with a `[cyb]` frontmatter".into(),
+    }
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     memchr::memmem::find(haystack, needle)
 }
@@ -84,16 +97,16 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<Container, LoadError> {
         find(window, b"\n~~~weights\n").map(|i| i + 1)
     };
     let Some(header_at) = weights_header else {
+        if !sniff::is_model_start(window) {
+            return Err(LoadError::NotAModel {
+                path: p(),
+                reason: not_a_model_reason(path, window),
+            });
+        }
         if let Some(i) = find(window, b"\r\n") {
             return Err(LoadError::CrLf {
                 path: p(),
                 line: line_of(window, i),
-            });
-        }
-        if !window.starts_with(b"[cyb]") && !window.starts_with(b"#") {
-            return Err(LoadError::NotAModel {
-                path: p(),
-                reason: "it does not start with a `[cyb]` frontmatter".into(),
             });
         }
         return Err(LoadError::MissingSection {

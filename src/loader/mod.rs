@@ -13,6 +13,7 @@ pub mod config;
 pub mod container;
 pub mod digest;
 pub mod family;
+pub mod sniff;
 pub mod tensors;
 mod toml_text;
 pub mod vocab;

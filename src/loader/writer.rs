@@ -229,7 +229,7 @@ impl<'a> ModelWriter<'a> {
             _ => Path::new("."),
         };
         let tmp = tempfile::Builder::new()
-            .prefix(".cyb-import-")
+            .prefix(TEMP_PREFIX)
             .tempfile_in(dir)
             .map_err(io)?;
         {
@@ -242,10 +242,15 @@ impl<'a> ModelWriter<'a> {
         }
         super::load(tmp.path())?;
         set_readable(tmp.as_file()).map_err(io)?;
+        // On disk before the rename, so that a crash never leaves a short file under `out`.
+        tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(out).map_err(|e| io(e.error))?;
         Ok(())
     }
 }
+
+/// Name prefix of the temporary file a write goes through before its rename.
+pub const TEMP_PREFIX: &str = ".cyb-import-";
 
 /// Temporary files are created owner-only; a model file is readable by everyone (0644).
 #[cfg(unix)]

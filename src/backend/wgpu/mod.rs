@@ -16,6 +16,7 @@
 pub mod alloc;
 mod gpu;
 mod ops;
+mod quiet;
 
 use super::{Backend, BackendConfig, ExecContext, Op, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
@@ -60,6 +61,11 @@ impl WgpuBackend {
         Self::with_features(wgpu::Features::all())
     }
 
+    /// [`WgpuBackend::new`] without the log line (for the quiet `auto` probe).
+    fn open() -> Result<WgpuBackend, ExecutionError> {
+        Self::open_with(wgpu::Features::all())
+    }
+
     /// [`WgpuBackend::new`] with the SUBGROUP feature left off even when the
     /// adapter has it, so the kernels take their workgroup-memory paths.
     pub fn without_subgroups() -> Result<WgpuBackend, ExecutionError> {
@@ -69,6 +75,13 @@ impl WgpuBackend {
     /// Creates the device enabling the optional features this backend uses
     /// (SHADER_F16, SUBGROUP, TIMESTAMP_QUERY) that are in `allowed`.
     fn with_features(allowed: wgpu::Features) -> Result<WgpuBackend, ExecutionError> {
+        let b = Self::open_with(allowed)?;
+        b.log_adapter();
+        Ok(b)
+    }
+
+    /// [`WgpuBackend::with_features`] without the log line.
+    fn open_with(allowed: wgpu::Features) -> Result<WgpuBackend, ExecutionError> {
         let backends = wgpu::Backends::VULKAN | wgpu::Backends::METAL | wgpu::Backends::DX12;
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = backends;
@@ -106,6 +119,14 @@ impl WgpuBackend {
                 info.name, info.backend, info.driver, info.driver_info
             ))
         })?;
+        Ok(WgpuBackend {
+            gpu: Gpu::new(device, queue, info, limits, features),
+        })
+    }
+
+    /// The info line naming the adapter and driver.
+    fn log_adapter(&self) {
+        let info = &self.gpu.info;
         tracing::info!(
             "wgpu: {} ({:?}, {:?}, driver {} {})",
             info.name,
@@ -114,9 +135,6 @@ impl WgpuBackend {
             info.driver,
             info.driver_info
         );
-        Ok(WgpuBackend {
-            gpu: Gpu::new(device, queue, info, limits, features),
-        })
     }
 
     /// Adapter, driver, limits and features of this backend's device.
@@ -254,15 +272,26 @@ pub fn init(_config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError>
 
 /// [`init`] for `--backend auto`: a software adapter (lavapipe, WARP) is
 /// `BackendInit`, since the CPU backend is faster than a GPU emulated on it.
+/// The probe is quiet: what the driver writes to stderr meanwhile becomes one
+/// debug line (`CYB_LOG=debug`); `--backend wgpu` leaves the driver's words on
+/// stderr.
 pub fn init_auto(_config: &BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError> {
-    let b = WgpuBackend::new()?;
-    if b.gpu.info.device_type == wgpu::DeviceType::Cpu {
-        return Err(init_error(format!(
-            "only a software adapter ({}) found; `auto` uses the cpu backend \
-             (pass --backend wgpu to use it anyway)",
-            b.gpu.info.name
-        )));
+    let (probe, driver) = quiet::capture_stderr(|| {
+        let b = WgpuBackend::open()?;
+        if b.gpu.info.device_type == wgpu::DeviceType::Cpu {
+            return Err(init_error(format!(
+                "only a software adapter ({}) found; `auto` uses the cpu backend \
+                 (pass --backend wgpu to use it anyway)",
+                b.gpu.info.name
+            )));
+        }
+        Ok(b)
+    });
+    if !driver.trim().is_empty() {
+        tracing::debug!("wgpu probe: the driver wrote: {}", quiet::one_line(&driver));
     }
+    let b = probe?;
+    b.log_adapter();
     Ok(Arc::new(b))
 }
 

@@ -1,0 +1,30 @@
+# Helpers shared by the bench scripts (sourced, not run).
+#
+#   checked NAME OUT CMD...   runs CMD with stdout to OUT and stderr to OUT.err; a
+#                             non-zero exit stops the whole run with NAME, the exit
+#                             status, the command and the end of its stderr, so a
+#                             crashing peer never shows up as a fast time
+#   machine_line              one line: date, host architecture, CPU model, cores,
+#                             memory, load average
+
+checked() {
+  local name=$1 out=$2 rc=0
+  shift 2
+  "$@" >"$out" 2>"$out.err" || rc=$?
+  if [ "$rc" != 0 ]; then
+    {
+      echo "bench: $name failed (exit $rc): $*"
+      echo "bench: the end of its stderr ($out.err):"
+      tail -n 20 "$out.err" | sed 's/^/  /'
+    } >&2
+    exit 1
+  fi
+}
+
+machine_line() {
+  local cpu mem
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -1)
+  mem=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null)
+  echo "$(date -u +%FT%TZ), $(uname -sm), ${cpu:-unknown cpu}, $(nproc) cpus, ${mem:-? GiB}," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+}

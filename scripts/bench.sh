@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# One command per benchmark topic of BENCHMARKS.md. Each topic fetches the models
+# and builds its peers itself, at pinned versions, stops on the first tool that
+# fails (with its stderr), and writes its tables together with the versions, the
+# machine and the load average before and after to stdout and to
+# .cache/bench/TOPIC-DATE.md. Tracked files are never written: the run checks that
+# `git status --porcelain` is the same at its end as at its start.
+#
+#   scripts/bench.sh llm       # cyb-llm bench vs llama.cpp's llama-bench, CPU, SmolLM2-135M Q4_1
+#                              # and Gemma-3-270M Q4_K_M (llama.cpp from the llama-cpp-python==0.3.36
+#                              # sdist, scripts/build-llamacpp.sh); env as scripts/bench-vs-llamacpp.sh
+#                              # (THREADS=2 P=512 N=128 REPS=3 ROUNDS=2 LLAMA_ARGS=...)
+#   scripts/bench.sh whisper [RUNS]  # cyb-llm transcribe vs whisper.cpp's whisper-cli (1.8.5, from the
+#                              # pywhispercpp==1.5.1 sdist, scripts/build-whispercpp.sh) and faster-whisper
+#                              # (scripts/bench-requirements.txt in .cache/bench-venv), tiny.en, jfk.wav and
+#                              # two minutes of speech; env NO_FALLBACK=1 as scripts/bench-whisper.sh
+#
+# Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
+# each peer's, per task, from the newest report of each topic.
+#
+# Not yet here: `embed` (scripts/bench-embed.sh, with the manual steps its header names).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/bench-lib.sh
+
+usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
+topic=${1:-}
+[ $# -gt 0 ] && shift
+case $topic in
+  llm | whisper) ;;
+  embed)
+    echo "bench: \`$topic\` is not in scripts/bench.sh yet; run scripts/bench-$topic.sh (its header lists the manual steps)" >&2
+    exit 2 ;;
+  *) usage ;;
+esac
+
+tree_before=$(git status --porcelain)
+mkdir -p .cache/bench
+report=.cache/bench/$topic-$(date -u +%Y%m%dT%H%M%SZ).md
+CYB=${CYB:-target/release/cyb-llm}
+RAW=${report%.md}-raw    # every tool's output and stderr, kept beside the report
+export CYB RAW
+
+cyb_version() {
+  local dirty=""
+  git diff --quiet HEAD -- 2>/dev/null || dirty=" (with uncommitted changes)"
+  echo "cyb-llm $(git rev-parse --short HEAD)$dirty, $(rustc --version)"
+}
+
+llm() {
+  scripts/fetch-models.sh smollm2 gemma3 >&2
+  scripts/build-llamacpp.sh >&2
+  [ "$CYB" != target/release/cyb-llm ] || cargo build --release --bin cyb-llm >&2
+  echo "## llm: CPU prefill / decode, cyb-llm bench vs llama-bench"
+  echo
+  echo "- $(cyb_version)"
+  echo "- llama.cpp: the tree vendored by llama-cpp-python==0.3.36 (sdist, SHA-256 checked by scripts/build-llamacpp.sh), $(cmake --version | head -1), $(${CXX:-c++} --version | head -1)"
+  echo "- before: $(machine_line)"
+  echo
+  # The script's tables go to stdout, its notes (threads, llama.cpp build) to stderr: both into the report.
+  scripts/bench-vs-llamacpp.sh "$@" 2>&1
+  echo
+  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+# The pinned Python peers, in a venv of their own (remade when the pins change).
+bench_venv() {
+  local v=.cache/bench-venv
+  if ! cmp -s scripts/bench-requirements.txt "$v/requirements.txt" 2>/dev/null; then
+    rm -rf "$v"
+    python3 -m venv "$v"
+    "$v/bin/pip" install --quiet -r scripts/bench-requirements.txt >&2
+    cp scripts/bench-requirements.txt "$v/requirements.txt"
+  fi
+}
+
+whisper() {
+  scripts/fetch-models.sh whisper >&2
+  scripts/build-whispercpp.sh >&2
+  bench_venv
+  cargo build --release --bin cyb-llm >&2
+  local fw
+  fw=$(.cache/bench-venv/bin/pip freeze | grep -iE '^(faster-whisper|ctranslate2|onnxruntime)==' | paste -sd ' ' -)
+  echo "## whisper: speech to text, cyb-llm transcribe vs whisper.cpp and faster-whisper"
+  echo
+  echo "- $(cyb_version)"
+  echo "- whisper.cpp 1.8.5 (vendored by pywhispercpp==1.5.1, sdist SHA-256 checked by scripts/build-whispercpp.sh), $(${CXX:-c++} --version | head -1)"
+  echo "- $fw, $(.cache/bench-venv/bin/python --version) (all pins: scripts/bench-requirements.txt)"
+  echo "- before: $(machine_line)"
+  echo
+  PYTHON=.cache/bench-venv/bin/python scripts/bench-whisper.sh "$@"
+  echo
+  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+"$topic" "$@" | tee "$report"
+tree_after=$(git status --porcelain)
+if [ "$tree_before" != "$tree_after" ]; then
+  echo "bench: the run changed the tree (git status --porcelain before / after):" >&2
+  diff <(echo "$tree_before") <(echo "$tree_after") >&2 || true
+  exit 1
+fi
+python3 scripts/bench_chart.py .cache/bench .cache/bench/ratios.svg
+echo "bench: written to $report; the chart of the newest reports is .cache/bench/ratios.svg" \
+  "(copy it to benchmarks.svg beside BENCHMARKS.md to publish it)" >&2
