@@ -60,7 +60,7 @@ PY
       "$CYB" perplexity "$model" -f "$TEXT" -c "$CTX" --chunks "$CHUNKS" -t "$THREADS" --backend cpu >&2 || true
       exit 1
     fi
-    read -r b_ppl b_tps < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(f"{d[\"perplexity\"]:.4f} {d[\"tokens_per_second\"]:.1f}")' "$log")
+    read -r b_ppl b_tps < <(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("%.4f %.1f" % (d["perplexity"], d["tokens_per_second"]))' "$log")
     ratio=$(python3 -c "print(f'{$b_tps / $a_tps:.2f}x')")
     echo "| $(basename "$gguf") | $r | $a_ppl | $b_ppl | $a_tps | $b_tps | $ratio |"
   done

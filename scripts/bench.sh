@@ -14,6 +14,9 @@
 #                              # pywhispercpp==1.5.1 sdist, scripts/build-whispercpp.sh) and faster-whisper
 #                              # (scripts/bench-requirements.txt in .cache/bench-venv), tiny.en, jfk.wav and
 #                              # two minutes of speech; env NO_FALLBACK=1 as scripts/bench-whisper.sh
+#   scripts/bench.sh perplexity  # cyb-llm perplexity vs llama.cpp's llama-perplexity, CPU, SmolLM2 and
+#                              # Gemma-3-270M, -c 512 --chunks 4 (same llama.cpp build as `llm`); env as
+#                              # scripts/bench-perplexity.sh (THREADS=2 CTX=512 CHUNKS=4 ROUNDS=2)
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
@@ -27,7 +30,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper) ;;
+  llm | whisper | perplexity) ;;
   embed)
     echo "bench: \`$topic\` is not in scripts/bench.sh yet; run scripts/bench-$topic.sh (its header lists the manual steps)" >&2
     exit 2 ;;
@@ -59,6 +62,21 @@ llm() {
   echo
   # The script's tables go to stdout, its notes (threads, llama.cpp build) to stderr: both into the report.
   scripts/bench-vs-llamacpp.sh "$@" 2>&1
+  echo
+  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+perplexity() {
+  scripts/fetch-models.sh smollm2 gemma3 ppltext >&2
+  scripts/build-llamacpp.sh >&2
+  [ "$CYB" != target/release/cyb-llm ] || cargo build --release --bin cyb-llm >&2
+  echo "## perplexity: cyb-llm perplexity vs llama-perplexity"
+  echo
+  echo "- $(cyb_version)"
+  echo "- llama.cpp: the tree vendored by llama-cpp-python==0.3.36 (sdist, SHA-256 checked by scripts/build-llamacpp.sh)"
+  echo "- before: $(machine_line)"
+  echo
+  scripts/bench-perplexity.sh "$@" 2>&1
   echo
   echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -40,6 +40,11 @@ def llm_bars(path):
     return [(f"{m} {test}: vs llama.cpp", float(ratio)) for m, test, _, _, ratio in table_rows(path)]
 
 
+def perplexity_bars(path):
+    return [(f"perplexity {m}: vs llama-perplexity", float(ratio.rstrip("x")))
+            for m, _, _, _, _, _, ratio in table_rows(path)]
+
+
 def seconds(cell):
     """`0.38 (0.035)` -> 0.38."""
     return float(re.match(r"[0-9.]+", cell).group(0))
@@ -84,7 +89,7 @@ def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else ".cache/bench"
     target = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "ratios.svg")
     bars, sources = [], []
-    for topic, parse in (("llm", llm_bars), ("whisper", whisper_bars)):
+    for topic, parse in (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars)):
         report = newest(folder, topic)
         if report:
             bars += parse(report)

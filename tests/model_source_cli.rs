@@ -207,12 +207,21 @@ fn files_that_are_neither_say_what_they_look_like() {
     for (name, bytes, want) in cases {
         let p = dir.path().join(name);
         std::fs::write(&p, bytes).unwrap();
-        for cmd in ["run", "chat", "bench", "embed", "classify", "transcribe"] {
+        for cmd in [
+            "run",
+            "chat",
+            "bench",
+            "embed",
+            "classify",
+            "transcribe",
+            "perplexity",
+        ] {
             let mut args = vec![cmd, p.to_str().unwrap()];
             args.extend_from_slice(match cmd {
                 "run" => &["-p", "hi"][..],
                 "embed" | "classify" => &["--text", "hi"],
                 "transcribe" => &["x.wav"],
+                "perplexity" => &["-f", "text.txt"],
                 _ => &[],
             });
             let o = cyb(cache.path(), &args)

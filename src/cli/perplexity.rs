@@ -4,6 +4,7 @@
 //! `--kl-divergence FILE` scores this run against them.
 
 use super::run::PathChoice;
+use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::error::ExecutionError;
@@ -19,7 +20,7 @@ use std::time::Instant;
 /// `cyb-llm perplexity` arguments.
 #[derive(clap::Args, Debug)]
 pub struct PerplexityArgs {
-    /// The .model file (a text generator).
+    /// The text generator: a .model file, or a GGUF file / Hugging Face folder (imported once into the cache).
     model: PathBuf,
     /// The text to score (UTF-8).
     #[arg(short = 'f', long, required_unless_present = "kl_divergence")]
@@ -118,6 +119,7 @@ fn print_kld(out: &mut dyn Write, k: &KldReport) -> std::io::Result<()> {
 
 /// Runs `cyb-llm perplexity`.
 pub fn run(a: PerplexityArgs) -> CmdResult {
+    let file = resolve_model_source(&a.model)?;
     let text = match &a.file {
         Some(f) => Some(
             std::fs::read_to_string(f)
@@ -134,7 +136,7 @@ pub fn run(a: PerplexityArgs) -> CmdResult {
     if let Some(t) = a.threads {
         opts.threads = t as usize;
     }
-    let model = TextModel::load(&a.model, &opts)?;
+    let model = TextModel::load(file, &opts)?;
     let comparison = a
         .kl_divergence
         .as_deref()
