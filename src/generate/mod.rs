@@ -499,6 +499,13 @@ impl Generator {
     /// Appends `ids` to the conversation and returns the logits of every one of
     /// them (`[ids.len(), vocab]`, row-major), for scoring and tests.
     pub fn forward_all(&mut self, ids: &[u32]) -> Result<Vec<f32>, ExecutionError> {
+        self.forward_rows(ids, 0)
+    }
+
+    /// Appends `ids` to the conversation and returns the logits of `ids[from..]`
+    /// (`[ids.len() - from, vocab]`, row-major; the output projection runs on
+    /// those rows only). `from` must be below `ids.len()`.
+    pub fn forward_rows(&mut self, ids: &[u32], from: usize) -> Result<Vec<f32>, ExecutionError> {
         let requested = self.state.cache.len() + ids.len();
         if requested > self.state.cache.capacity() {
             return Err(ExecutionError::ContextOverflow {
@@ -507,7 +514,7 @@ impl Generator {
             });
         }
         let m = self.model.clone();
-        let logits = self.state.forward(&m, ids, LogitRows::All)?;
+        let logits = self.state.forward(&m, ids, LogitRows::From(from))?;
         let values = m.dispatcher.primary().try_download_f32(&logits)?;
         let vocab = m.llama.vocab();
         self.state.logits = Some(Tensor::from_f32(

@@ -115,8 +115,8 @@ impl TextEngine {
     }
 
     /// Runs `ids` after the cached tokens (as [`Llama::forward`]). The graph
-    /// path's graph returns the last row of a forward only, so `LogitRows::All` runs
-    /// the tokens there one forward each (same values, slower).
+    /// path's graph returns the last row of a forward only, so more rows than
+    /// the last run the tokens there one forward each (same values, slower).
     pub fn forward(
         &self,
         dispatcher: &Dispatcher,
@@ -130,12 +130,17 @@ impl TextEngine {
                 l.forward(dispatcher, ctx, c, ids, rows)
             }
             (TextEngine::Graph(_), TextCache::Graph(s)) => {
-                if rows == LogitRows::All && ids.len() > 1 {
-                    let mut all = Vec::new();
-                    for &id in ids {
-                        all.extend(s.forward_in(&[id], ctx)?);
+                let first = rows.first_row(ids.len());
+                if first + 1 < ids.len() {
+                    let mut kept = Vec::new();
+                    for (i, &id) in ids.iter().enumerate() {
+                        let row = s.forward_in(&[id], ctx)?;
+                        if i >= first {
+                            kept.extend(row);
+                        }
                     }
-                    return Tensor::from_f32(&[ids.len(), all.len() / ids.len()], all);
+                    let n = ids.len() - first;
+                    return Tensor::from_f32(&[n, kept.len() / n], kept);
                 }
                 let logits = s.forward_in(ids, ctx)?;
                 Tensor::from_f32(&[1, logits.len()], logits)

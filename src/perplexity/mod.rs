@@ -270,12 +270,13 @@ pub fn evaluate(
         scored.clear();
         let mut pos = 0;
         for part in input.chunks(opts.batch) {
-            let logits = generator.forward_all(part)?;
-            // Keep the rows of positions first ..= ctx - 2 (the last row predicts past the chunk).
-            let from = first.saturating_sub(pos).min(part.len());
+            // The rows of positions first ..= ctx - 2 (the last row predicts past the
+            // chunk); a batch wholly before `first` computes its last row only.
+            let from = first.saturating_sub(pos).min(part.len() - 1);
             let to = (opts.ctx - 1).saturating_sub(pos).min(part.len());
-            if from < to {
-                scored.extend_from_slice(&logits[from * vocab..to * vocab]);
+            let logits = generator.forward_rows(part, from)?;
+            if pos + part.len() > first {
+                scored.extend_from_slice(&logits[..(to - from) * vocab]);
             }
             pos += part.len();
         }

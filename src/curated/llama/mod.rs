@@ -28,6 +28,20 @@ pub enum LogitRows {
     Last,
     /// One row per input token: `[seq_len, vocab]` (tests, scoring).
     All,
+    /// The rows of input tokens `n..`: `[seq_len - n, vocab]` (scoring the
+    /// end of a batch, as perplexity does); `n` must be below `seq_len`.
+    From(usize),
+}
+
+impl LogitRows {
+    /// The first input row returned for a forward of `s` tokens.
+    pub fn first_row(self, s: usize) -> usize {
+        match self {
+            LogitRows::Last => s.saturating_sub(1),
+            LogitRows::All => 0,
+            LogitRows::From(n) => n,
+        }
+    }
 }
 
 struct Layer {
@@ -389,10 +403,17 @@ impl Llama {
             pending = Some(f);
         }
         ctx.set_label("output");
-        if rows == LogitRows::Last && s > 1 {
+        let first = rows.first_row(s);
+        if first >= s {
+            return Err(ExecutionError::InvalidConfig {
+                field: "logit rows".into(),
+                reason: format!("rows from {first} asked of a forward of {s} tokens"),
+            });
+        }
+        if first > 0 {
             let last = Op::Slice {
                 axis: 0,
-                start: s - 1,
+                start: first,
                 end: s,
             };
             h = run1(&last, &[h], ctx)?;
