@@ -9,7 +9,9 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-/// `run MODEL -p ab -n 4 --backend BACKEND` without `XDG_RUNTIME_DIR`.
+/// `run MODEL -p ab -n 4 --backend BACKEND` without `XDG_RUNTIME_DIR`, and
+/// with Mesa's device-select layer on (as a user has it; `.ci/run` turns it off
+/// with `NODEVICE_SELECT=1`, and that layer is what prints the noise).
 fn run(model: &Path, backend: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
         .args([
@@ -23,6 +25,7 @@ fn run(model: &Path, backend: &str) -> Output {
         ])
         .args(["--temp", "0", "-t", "2", "--backend", backend])
         .env_remove("XDG_RUNTIME_DIR")
+        .env_remove("NODEVICE_SELECT")
         .env_remove("CYB_LOG")
         .output()
         .unwrap()

@@ -25,7 +25,7 @@ pub struct PerplexityArgs {
     /// The text to score (UTF-8).
     #[arg(short = 'f', long, required_unless_present = "kl_divergence")]
     file: Option<PathBuf>,
-    /// Tokens per chunk; the second half of each chunk is scored.
+    /// Tokens per chunk; the second half of each chunk is scored (with --kl-divergence: the base run's).
     #[arg(short = 'c', long, default_value_t = 512, value_parser = clap::value_parser!(u64).range(4..))]
     ctx_size: u64,
     /// Tokens per forward (default: the whole chunk).
@@ -127,21 +127,26 @@ pub fn run(a: PerplexityArgs) -> CmdResult {
         ),
         None => None,
     };
+    let comparison = a
+        .kl_divergence
+        .as_deref()
+        .map(Comparison::open)
+        .transpose()?;
     let mut opts = LoadOptions {
         backend: BackendChoice::parse(&a.backend)?,
         path: a.path.into(),
-        ctx_size: a.ctx_size as usize,
+        ctx_size: comparison
+            .as_ref()
+            .map_or(a.ctx_size as usize, |c| c.options().ctx),
         ..LoadOptions::default()
     };
     if let Some(t) = a.threads {
         opts.threads = t as usize;
     }
     let model = TextModel::load(file, &opts)?;
-    let comparison = a
-        .kl_divergence
-        .as_deref()
-        .map(|p| Comparison::open(p, model.vocab()))
-        .transpose()?;
+    if let Some(c) = &comparison {
+        c.check_vocab(model.vocab())?;
+    }
     let (tokens, mut eval) = match (&comparison, &text) {
         (Some(c), _) => (c.tokens().to_vec(), c.options()),
         (None, Some(t)) => (

@@ -126,9 +126,9 @@ fn read_u32s(input: &mut impl Read, n: usize) -> std::io::Result<Vec<u32>> {
 }
 
 impl Comparison {
-    /// Opens the base file at `path` for a model of `vocab` logits; checks its
-    /// header and that its size is exactly what the header implies.
-    pub fn open(path: &Path, vocab: usize) -> Result<Comparison, ExecutionError> {
+    /// Opens the base file at `path`; checks its header and that its size is
+    /// exactly what the header implies (the model is checked by [`Comparison::check_vocab`]).
+    pub fn open(path: &Path) -> Result<Comparison, ExecutionError> {
         let file = File::open(path).map_err(|e| io_error(path, "open", e))?;
         let len = file
             .metadata()
@@ -143,22 +143,18 @@ impl Comparison {
             ));
         }
         let head = read_u32s(&mut input, 4).map_err(|e| io_error(path, "read", e))?;
-        let [file_vocab, ctx, chunks, first] = [0, 1, 2, 3].map(|i| head[i] as usize);
-        if file_vocab != vocab {
+        let [vocab, ctx, chunks, first] = [0, 1, 2, 3].map(|i| head[i] as usize);
+        if vocab == 0 || ctx < 4 || first != ctx / 2 || chunks == 0 {
             return Err(bad_base(
                 path,
-                format!("it holds {file_vocab}-token rows, this model has {vocab} logits"),
+                format!("inconsistent header (vocab {vocab}, ctx {ctx}, first {first}, chunks {chunks})"),
             ));
         }
-        if ctx < 4 || first != ctx / 2 || chunks == 0 {
-            return Err(bad_base(
-                path,
-                format!("inconsistent header (ctx {ctx}, first {first}, chunks {chunks})"),
-            ));
-        }
-        let rows = (chunks as u64) * (ctx - 1 - first) as u64;
-        let expected = HEADER + 4 * (chunks * ctx) as u64 + 4 * rows * vocab as u64;
-        if len != expected {
+        // In u128: a hostile header cannot wrap the product into the file's length.
+        let rows = chunks as u128 * (ctx - 1 - first) as u128;
+        let expected =
+            HEADER as u128 + 4 * (chunks as u128 * ctx as u128) + 4 * rows * vocab as u128;
+        if len as u128 != expected {
             return Err(bad_base(
                 path,
                 format!("{len} bytes where its header implies {expected} (truncated or damaged)"),
@@ -188,6 +184,20 @@ impl Comparison {
             nll_base: Default::default(),
             ln_ratio: Default::default(),
         })
+    }
+
+    /// Checks that the base run's rows fit a model of `vocab` logits.
+    pub fn check_vocab(&self, vocab: usize) -> Result<(), ExecutionError> {
+        if self.vocab != vocab {
+            return Err(bad_base(
+                &self.path,
+                format!(
+                    "it holds {}-token rows, this model has {vocab} logits",
+                    self.vocab
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The base run's tokens (the text is not needed again).
