@@ -50,35 +50,35 @@ cyb_version() {
   echo "cyb-llm $(git rev-parse --short HEAD)$dirty, $(rustc --version)"
 }
 
-llm() {
-  scripts/fetch-models.sh smollm2 gemma3 >&2
+# A topic whose peer is llama.cpp: TITLE, the SCRIPT that prints its tables, the
+# fetch-models.sh TARGETS (one word list); the rest goes to SCRIPT.
+llamacpp_topic() {
+  local title=$1 script=$2 targets=$3
+  shift 3
+  # shellcheck disable=SC2086 # TARGETS is a word list
+  scripts/fetch-models.sh $targets >&2
   scripts/build-llamacpp.sh >&2
   [ "$CYB" != target/release/cyb-llm ] || cargo build --release --bin cyb-llm >&2
-  echo "## llm: CPU prefill / decode, cyb-llm bench vs llama-bench"
+  echo "## $title"
   echo
   echo "- $(cyb_version)"
   echo "- llama.cpp: the tree vendored by llama-cpp-python==0.3.36 (sdist, SHA-256 checked by scripts/build-llamacpp.sh), $(cmake --version | head -1), $(${CXX:-c++} --version | head -1)"
   echo "- before: $(machine_line)"
   echo
   # The script's tables go to stdout, its notes (threads, llama.cpp build) to stderr: both into the report.
-  scripts/bench-vs-llamacpp.sh "$@" 2>&1
+  "$script" "$@" 2>&1
   echo
   echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+llm() {
+  llamacpp_topic "llm: CPU prefill / decode, cyb-llm bench vs llama-bench" \
+    scripts/bench-vs-llamacpp.sh "smollm2 gemma3" "$@"
+}
+
 perplexity() {
-  scripts/fetch-models.sh smollm2 gemma3 ppltext >&2
-  scripts/build-llamacpp.sh >&2
-  [ "$CYB" != target/release/cyb-llm ] || cargo build --release --bin cyb-llm >&2
-  echo "## perplexity: cyb-llm perplexity vs llama-perplexity"
-  echo
-  echo "- $(cyb_version)"
-  echo "- llama.cpp: the tree vendored by llama-cpp-python==0.3.36 (sdist, SHA-256 checked by scripts/build-llamacpp.sh)"
-  echo "- before: $(machine_line)"
-  echo
-  scripts/bench-perplexity.sh "$@" 2>&1
-  echo
-  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  llamacpp_topic "perplexity: cyb-llm perplexity vs llama-perplexity" \
+    scripts/bench-perplexity.sh "smollm2 gemma3 ppltext" "$@"
 }
 
 # The pinned Python peers, in a venv of their own (remade when the pins change).
