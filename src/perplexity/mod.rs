@@ -162,17 +162,20 @@ pub trait ChunkSink {
 
 /// `ln softmax(row)` in f64 (max subtracted first).
 pub fn log_softmax(row: &[f32]) -> Vec<f64> {
-    let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-    let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
-    let log_sum = sum.ln() + max;
+    let log_sum = log_sum_exp(row);
     row.iter().map(|&x| x as f64 - log_sum).collect()
 }
 
 /// `-ln softmax(row)[target]` in f64.
 pub fn nll(row: &[f32], target: u32) -> f64 {
+    log_sum_exp(row) - row[target as usize] as f64
+}
+
+/// `ln sum exp(row)` in f64, the max subtracted before the exponentials.
+fn log_sum_exp(row: &[f32]) -> f64 {
     let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
     let sum: f64 = row.iter().map(|&x| (x as f64 - max).exp()).sum();
-    sum.ln() + max - row[target as usize] as f64
+    sum.ln() + max
 }
 
 /// Running sums of negative log-likelihoods: the perplexity estimate.
