@@ -4,14 +4,14 @@
 # scripts/make_llm_fixtures.py and scripts/make_perplexity_fixtures.py, and for the benchmarks.
 # Cached: a second run with the binaries present does nothing. Not run by CI.
 #
-#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llama-perplexity,llamacpp-greedy}
+#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llama-perplexity,llama-server,llamacpp-greedy}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
 BUILD=${CYB_LLAMACPP_BUILD:-.cache/llama.cpp-build}
 SDIST=$DL/llama_cpp_python-0.3.36.tar.gz
 SHA=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
-TARGETS=(llama-completion llama-bench llama-simple llama-perplexity)
+TARGETS=(llama-completion llama-bench llama-simple llama-perplexity llama-server)
 BIN=$BUILD/cmake/bin
 
 done_already=1
@@ -34,7 +34,7 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 cmake -S "$BUILD/src" -B "$BUILD/cmake" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DBUILD_SHARED_LIBS=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF
 cmake --build "$BUILD/cmake" --target "${TARGETS[@]}" -j "${JOBS:-$(nproc)}"
 for t in "${TARGETS[@]}"; do [ -x "$BIN/$t" ] || { echo "build-llamacpp: $t missing" >&2; exit 1; }; done
 # The greedy-ids reference tool, linked against the same static libraries.

@@ -4,7 +4,10 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai
+#
+# `openai` is no model: it makes the venv (.cache/openai-venv, or $CYB_OPENAI_VENV)
+# with the official openai client that tests/serve_openai.rs drives the server with.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -147,12 +150,22 @@ whisper() {
   touch "$d/.done"
 }
 
+# The openai client, pinned by tests/serve/requirements.txt, in its own venv.
+openai() {
+  local venv=${CYB_OPENAI_VENV:-.cache/openai-venv} req=tests/serve/requirements.txt
+  [ -f "$venv/.done" ] && cmp -s "$req" "$venv/.done" && return
+  echo "fetch: making the openai client venv in $venv" >&2
+  "$PY" -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  cp "$req" "$venv/.done"
+}
+
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|openai) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

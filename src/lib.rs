@@ -19,6 +19,7 @@ pub mod import;
 pub mod loader;
 pub mod perplexity;
 pub mod quant;
+pub mod serve;
 pub mod tokenizer;
 pub mod transcribe;
 

@@ -275,3 +275,38 @@ fn classify_prints_labels_best_first() {
         stderr(&o)
     );
 }
+
+#[test]
+fn shards_split_the_input_and_keep_each_text_s_index() {
+    let model = minilm_model();
+    let texts: Vec<String> = (0..5).map(|i| reference(i).0).collect();
+    let mut args = vec!["embed", path(&model), "-b", "1"];
+    for t in &texts {
+        args.extend(["--text", t.as_str()]);
+    }
+    let whole: Vec<Value> = stdout(&cyb(&args, None))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut seen = vec![false; texts.len()];
+    for k in 0..2 {
+        let shard = format!("{k}/2");
+        let mut a = args.clone();
+        a.extend(["--shard", shard.as_str()]);
+        for line in stdout(&cyb(&a, None)).lines() {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let i = v["index"].as_u64().unwrap() as usize;
+            assert_eq!(i % 2, k, "{line}");
+            assert_eq!(v["text"], whole[i]["text"]);
+            assert_eq!(v["embedding"], whole[i]["embedding"]);
+            seen[i] = true;
+        }
+    }
+    assert!(seen.iter().all(|&s| s), "{seen:?}");
+    let bad = cyb(
+        &["embed", path(&model), "--text", "x", "--shard", "2/2"],
+        None,
+    );
+    assert!(!bad.status.success());
+    assert!(stderr(&bad).contains("must be below N"), "{}", stderr(&bad));
+}

@@ -140,3 +140,47 @@ fn nox_is_refused_with_the_reason() {
         "{err}"
     );
 }
+
+#[test]
+fn a_shard_takes_every_nth_file_and_resumes_with_skip_existing() {
+    let w = whisper_dir();
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["a.wav", "b.mp3", "c.wav"];
+    let files: Vec<_> = names
+        .iter()
+        .map(|n| {
+            let p = dir.path().join(n);
+            let src = if n.ends_with("mp3") {
+                "jfk.mp3"
+            } else {
+                "jfk.wav"
+            };
+            std::fs::copy(w.join(src), &p).unwrap();
+            p
+        })
+        .collect();
+    let out = dir.path().join("out");
+    let run = |shard: &str| {
+        let o = cyb()
+            .arg("transcribe")
+            .arg(tiny_en_model())
+            .args(&files)
+            .args(["--backend", "cpu", "-t", "2", "--skip-existing", "-o"])
+            .arg(&out)
+            .args(["--shard", shard])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let err = run("1/2");
+    assert!(err.contains("transcribed 1 of 1 files"), "{err}");
+    assert!(
+        out.join("b.txt").is_file() && !out.join("a.txt").exists() && !out.join("c.txt").exists()
+    );
+    let err = run("0/2");
+    assert!(err.contains("transcribed 2 of 2 files"), "{err}");
+    // Run again: everything of shard 0 is there already.
+    let err = run("0/2");
+    assert!(err.contains("transcribed 0 of 2 files (2 skipped"), "{err}");
+}

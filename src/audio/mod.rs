@@ -85,7 +85,26 @@ pub fn decode_file(path: &Path) -> Result<Audio, AudioError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let mss = MediaSourceStream::new(Box::new(file), Default::default());
+    decode_source(Box::new(file), path)
+}
+
+/// Decodes an audio file held in memory (an upload) to mono at its own sample
+/// rate; `name` (the file name the client gave) names it in errors and its
+/// extension is a format hint.
+pub fn decode_bytes(bytes: Vec<u8>, name: &Path) -> Result<Audio, AudioError> {
+    decode_source(Box::new(std::io::Cursor::new(bytes)), name)
+}
+
+/// Reads `bytes` (see [`decode_bytes`]) as mono 16 kHz samples.
+pub fn bytes_16k(bytes: Vec<u8>, name: &Path) -> Result<Vec<f32>, AudioError> {
+    to_16k(decode_bytes(bytes, name)?, name)
+}
+
+fn decode_source(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    path: &Path,
+) -> Result<Audio, AudioError> {
+    let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
     if let Some(ext) = path.extension().and_then(|e| e.to_str()) {
         hint.with_extension(ext);
@@ -208,7 +227,10 @@ pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, String>
 
 /// Reads `path` as mono 16 kHz samples (decode, mix, resample).
 pub fn load_16k(path: &Path) -> Result<Vec<f32>, AudioError> {
-    let audio = decode_file(path)?;
+    to_16k(decode_file(path)?, path)
+}
+
+fn to_16k(audio: Audio, path: &Path) -> Result<Vec<f32>, AudioError> {
     resample(&audio.samples, audio.sample_rate, SAMPLE_RATE).map_err(|reason| {
         AudioError::Resample {
             path: path.to_path_buf(),

@@ -70,7 +70,7 @@ pub fn run(a: ClassifyArgs) -> CmdResult {
         "labels": labels,
     });
     write_results(
-        a.input.format(),
+        &a.input,
         header,
         &texts,
         &results,

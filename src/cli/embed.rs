@@ -60,6 +60,9 @@ pub struct InputArgs {
     /// Execution path of the encoder (graph: the model's graph section on the executor).
     #[arg(long, value_enum, default_value = "auto")]
     pub path: super::run::PathChoice,
+    /// Take texts K, K+N, K+2N, ... only (0-based K; one worker of N); json/jsonl records get their `index` in the whole input.
+    #[arg(long, value_name = "K/N", value_parser = super::shard::Shard::parse)]
+    pub shard: Option<super::shard::Shard>,
 }
 
 impl InputArgs {
@@ -87,7 +90,10 @@ impl InputArgs {
             }
             texts.extend(source.read()?);
         }
-        Ok(texts)
+        Ok(match self.shard {
+            Some(s) => s.select(texts),
+            None => texts,
+        })
     }
 
     /// Loads the model and binds it to the chosen backends; returns the load time too.
@@ -191,10 +197,11 @@ pub fn run_batches<R>(
 }
 
 /// Writes one result per text to stdout: for json one document, the fields of `header`
-/// plus `data` (the `record`s); for jsonl one `record` per line; for tsv the text, then the
+/// plus `data` (the `record`s, with their `index` in the whole input under `--shard`);
+/// for jsonl one `record` per line; for tsv the text, then the
 /// `fields`. A closed pipe ends the output quietly.
 pub fn write_results<R>(
-    format: Format,
+    input: &InputArgs,
     header: serde_json::Value,
     texts: &[String],
     results: &[R],
@@ -203,8 +210,14 @@ pub fn write_results<R>(
 ) -> CmdResult {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
-    let mut records = texts.iter().zip(results).map(|(t, r)| record(t, r));
-    match format {
+    let mut records = texts.iter().zip(results).enumerate().map(|(i, (t, r))| {
+        let mut v = record(t, r);
+        if let Some(s) = input.shard {
+            v["index"] = s.original(i).into();
+        }
+        v
+    });
+    match input.format() {
         Format::Json => {
             let mut doc = header;
             doc["data"] = serde_json::Value::Array(records.collect());
@@ -285,7 +298,7 @@ pub fn run(a: EmbedArgs) -> CmdResult {
         "dimensions": enc.bert().config.hidden,
     });
     write_results(
-        a.input.format(),
+        &a.input,
         header,
         &texts,
         &embeddings,

@@ -10,6 +10,8 @@ mod import;
 mod inspect;
 mod perplexity;
 mod run;
+mod serve;
+mod shard;
 mod source;
 mod transcribe;
 mod validate;
@@ -50,6 +52,8 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Perplexity of a text model on a text (llama-perplexity's method), and KL divergence between runs.
     Perplexity(perplexity::PerplexityArgs),
+    /// OpenAI-compatible HTTP server for text, embedding and speech models.
+    Serve(serve::ServeArgs),
     /// Prompt and generation throughput per backend and path (like llama-bench).
     Bench(bench::BenchArgs),
     /// List the backends that can start here (wgpu: adapter, driver, limits, features).
@@ -85,5 +89,6 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Perplexity(a) => perplexity::run(a),
+        Command::Serve(a) => serve::run(a),
     }
 }

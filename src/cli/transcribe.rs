@@ -40,6 +40,9 @@ pub struct TranscribeArgs {
     /// Skip inputs whose outputs all exist in the output folder.
     #[arg(long)]
     skip_existing: bool,
+    /// Take inputs K, K+N, K+2N, ... of the list only (0-based K; one worker of N).
+    #[arg(long, value_name = "K/N", value_parser = super::shard::Shard::parse)]
+    shard: Option<super::shard::Shard>,
     /// Worker threads (default: physical cores).
     #[arg(short = 't', long)]
     threads: Option<usize>,
@@ -77,7 +80,10 @@ fn inputs(a: &TranscribeArgs) -> Result<Vec<PathBuf>, Box<dyn std::error::Error>
     if files.is_empty() {
         return Err("no audio files given (pass paths or --files-from LIST)".into());
     }
-    Ok(files)
+    Ok(match a.shard {
+        Some(s) => s.select(files),
+        None => files,
+    })
 }
 
 fn output_path(dir: &Path, input: &Path, f: Format) -> PathBuf {

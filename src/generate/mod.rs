@@ -558,7 +558,9 @@ impl Generator {
             ..Timings::default()
         };
         let start = Instant::now();
-        let ids = m.prompt_ids(&prompt, state.history.is_empty())?;
+        // A chat prompt is the whole conversation, so it starts the sequence.
+        let at_start = matches!(prompt, Prompt::Chat(_)) || state.history.is_empty();
+        let ids = m.prompt_ids(&prompt, at_start)?;
         let ran = match prompt {
             Prompt::Chat(_) => state.sync(m, &ids)?,
             Prompt::Raw(_) | Prompt::Tokens(_) => {
