@@ -427,3 +427,85 @@ async fn wrong_method(method: Method, uri: Uri) -> Response {
     }
     .into_response()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use tower::ServiceExt;
+
+    fn app(api_key: Option<&str>) -> Arc<App> {
+        Arc::new(App {
+            registry: OnceLock::new(),
+            api_key: api_key.map(str::to_string),
+            limits: Limits {
+                max_body_bytes: 1024,
+                max_audio_bytes: 1024,
+            },
+            metrics: Metrics::default(),
+            stopping: AtomicBool::new(false),
+            ids: AtomicU64::new(1),
+        })
+    }
+
+    async fn call(
+        app: &Arc<App>,
+        method: &str,
+        path: &str,
+        body: &str,
+    ) -> (u16, Option<String>, serde_json::Value) {
+        let req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(body.to_string()))
+            .unwrap();
+        let res = router(app.clone()).oneshot(req).await.unwrap();
+        let status = res.status().as_u16();
+        let retry = res
+            .headers()
+            .get(header::RETRY_AFTER)
+            .map(|v| v.to_str().unwrap().to_string());
+        let bytes = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (
+            status,
+            retry,
+            serde_json::from_slice(&bytes).unwrap_or_default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn health_is_503_while_loading_then_200() {
+        let app = app(None);
+        let (status, _, body) = call(&app, "GET", "/health", "").await;
+        assert_eq!((status, body["status"].as_str()), (503, Some("loading")));
+        let (status, retry, body) = call(&app, "GET", "/v1/models", "").await;
+        assert_eq!((status, retry.as_deref()), (503, Some("1")));
+        assert_eq!(body["error"]["type"], "unavailable_error");
+        let _ = app.registry.set(Registry { models: Vec::new() });
+        assert_eq!(call(&app, "GET", "/health", "").await.0, 200);
+        let (status, _, body) = call(
+            &app,
+            "POST",
+            "/v1/chat/completions",
+            r#"{"model": "x", "messages": []}"#,
+        )
+        .await;
+        assert_eq!(status, 404);
+        assert_eq!(body["error"]["code"], "model_not_found");
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_limit_are_413_and_health_needs_no_key() {
+        let app = app(Some("k"));
+        let _ = app.registry.set(Registry { models: Vec::new() });
+        assert_eq!(call(&app, "GET", "/health", "").await.0, 200);
+        assert_eq!(call(&app, "GET", "/metrics", "").await.0, 401);
+        let open = self::app(None);
+        let (status, _, body) = call(&open, "POST", "/v1/embeddings", &"x".repeat(2000)).await;
+        assert_eq!(status, 413);
+        assert_eq!(body["error"]["code"], "request_too_large");
+    }
+}

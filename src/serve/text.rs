@@ -559,11 +559,13 @@ fn stream_response(
         {
             return;
         }
+        let mut ended = false;
         while let Some(ev) = rx.recv().await {
             let sent = match ev {
                 GenEvent::Text(t) if t.is_empty() => Ok(()),
                 GenEvent::Text(t) => out.send(data(head.piece(Some(&t), false, None))).await,
                 GenEvent::Done(o) => {
+                    ended = true;
                     let mut last = head.piece(None, false, Some(o.finish));
                     last["timings"] = timings(&o);
                     let mut r = out.send(data(last)).await;
@@ -574,9 +576,19 @@ fn stream_response(
                     }
                     r
                 }
-                GenEvent::Failed(e) => out.send(data(e.body())).await,
+                GenEvent::Failed(e) => {
+                    ended = true;
+                    out.send(data(e.body())).await
+                }
             };
             if sent.is_err() {
+                return;
+            }
+        }
+        if !ended {
+            let e =
+                ApiError::internal("the generation ended without a result (its thread stopped)");
+            if out.send(data(e.body())).await.is_err() {
                 return;
             }
         }
