@@ -42,23 +42,20 @@ checked run "$OUT/run.json" "$BIN" run "$MODEL" -p "Write a long story about the
   -n "$MAX_TOKENS" -t "$THREADS" --backend cpu --json
 echo "cyb-llm run (single stream, decode): $(tail -1 "$OUT/run.json" | "$PY" -c 'import json,sys; print("%.1f tok/s" % json.load(sys.stdin)["timings"]["decode_tok_s"])')"
 
+measure() { # measure NAME LEVEL PORT SERVER-CMD...: start it, load it, stop it
+  local name=$1 level=$2 port=$3 pid
+  shift 3
+  "$@" --port "$port" >"$OUT/$name-$level.log" 2>&1 &
+  pid=$!
+  wait_ready "http://127.0.0.1:$port" "$OUT/$name-$level.log"
+  checked "$name c=$level" "$OUT/$name-$level.json" "$PY" scripts/bench_serve.py \
+    "http://127.0.0.1:$port" smollm2 "$level" "$N" "$MAX_TOKENS"
+  stop $pid
+}
+
 for level in 1 4 8; do
-  port=18180
-  "$BIN" serve "$MODEL" --port $port -t "$THREADS" --backend cpu --parallel $level -c 1024 \
-    >"$OUT/cyb-$level.log" 2>&1 &
-  pid=$!
-  wait_ready "http://127.0.0.1:$port" "$OUT/cyb-$level.log"
-  checked "cyb-llm serve c=$level" "$OUT/cyb-$level.json" "$PY" scripts/bench_serve.py \
-    "http://127.0.0.1:$port" smollm2 $level "$N" "$MAX_TOKENS"
-  stop $pid
-  port=18181
-  "$SERVER" -m "$GGUF" --port $port -t "$THREADS" -np $level -c $((1024 * level)) --no-webui \
-    >"$OUT/llama-$level.log" 2>&1 &
-  pid=$!
-  wait_ready "http://127.0.0.1:$port" "$OUT/llama-$level.log"
-  checked "llama-server c=$level" "$OUT/llama-$level.json" "$PY" scripts/bench_serve.py \
-    "http://127.0.0.1:$port" smollm2 $level "$N" "$MAX_TOKENS"
-  stop $pid
+  measure cyb $level 18180 "$BIN" serve "$MODEL" -t "$THREADS" --backend cpu --parallel $level -c 1024
+  measure llama $level 18181 "$SERVER" -m "$GGUF" -t "$THREADS" -np $level -c $((1024 * level)) --no-webui
   "$PY" - "$level" "$OUT/cyb-$level.json" "$OUT/llama-$level.json" <<'PYEOF'
 import json, sys
 level, a, b = sys.argv[1], json.load(open(sys.argv[2])), json.load(open(sys.argv[3]))

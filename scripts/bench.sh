@@ -17,6 +17,9 @@
 #   scripts/bench.sh perplexity  # cyb-llm perplexity vs llama.cpp's llama-perplexity, CPU, SmolLM2 and
 #                              # Gemma-3-270M, -c 512 --chunks 4 (same llama.cpp build as `llm`); env as
 #                              # scripts/bench-perplexity.sh (THREADS=2 CTX=512 CHUNKS=4 ROUNDS=2)
+#   scripts/bench.sh serve       # cyb-llm serve vs llama.cpp's llama-server (same llama.cpp build as
+#                              # `llm`), SmolLM2, the openai client at concurrency 1, 4, 8; env as
+#                              # scripts/bench-serve.sh (THREADS=2 MAX_TOKENS=64), argument: requests per level
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
@@ -30,7 +33,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper | perplexity) ;;
+  llm | whisper | perplexity | serve) ;;
   embed)
     echo "bench: \`$topic\` is not in scripts/bench.sh yet; run scripts/bench-$topic.sh (its header lists the manual steps)" >&2
     exit 2 ;;
@@ -74,6 +77,11 @@ llamacpp_topic() {
 llm() {
   llamacpp_topic "llm: CPU prefill / decode, cyb-llm bench vs llama-bench" \
     scripts/bench-vs-llamacpp.sh "smollm2 gemma3" "$@"
+}
+
+serve() {
+  llamacpp_topic "serve: cyb-llm serve vs llama-server, aggregate tok/s and latency at concurrency 1, 4, 8" \
+    scripts/bench-serve.sh "smollm2 openai" "$@"
 }
 
 perplexity() {
