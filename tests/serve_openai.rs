@@ -580,3 +580,27 @@ fn two_hundred_mixed_requests_at_concurrency_16_all_answer() {
     let (_, metrics) = server.get("/metrics");
     assert!(!metrics.contains(r#"status="5"#), "{metrics}");
 }
+
+#[test]
+fn after_a_short_grace_period_a_stream_is_cut_with_an_error_and_the_server_exits_0() {
+    let model = smollm2();
+    let mut server = Server::start(&[&model], &["--grace", "1"]);
+    let pid = server.child.id() as libc::pid_t;
+    let got = client(
+        &server.base,
+        "stream_until_signal",
+        json!({"model": "smollm2", "prompt": "Tell a long story.", "max_tokens": 3000}),
+        |line| {
+            if line == "started" {
+                // SAFETY: plain kill(2) of the server child this test started.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+        },
+    );
+    assert!(got["finish_reason"].is_null(), "{got}");
+    let error = got["error"].as_str().unwrap_or_default();
+    assert!(error.contains("the server is stopping"), "{got}");
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "exit {status:?}\n{}", server.log());
+    assert!(server.log().contains("grace period over"), "{}", server.log());
+}

@@ -206,14 +206,17 @@ def main():
         c = client(timeout=120)
         s = c.chat.completions.create(model=ARGS["model"], messages=[{"role": "user", "content": ARGS["prompt"]}],
                                       temperature=0, max_tokens=ARGS["max_tokens"], stream=True)
-        text, finish = "", None
-        for chunk in s:
-            for ch in chunk.choices:
-                if not text and ch.delta.content:
-                    print("started", file=sys.stderr, flush=True)
-                text += ch.delta.content or ""
-                finish = ch.finish_reason or finish
-        out = {"text": text, "finish_reason": finish}
+        text, finish, error = "", None, None
+        try:
+            for chunk in s:
+                for ch in chunk.choices:
+                    if not text and ch.delta.content:
+                        print("started", file=sys.stderr, flush=True)
+                    text += ch.delta.content or ""
+                    finish = ch.finish_reason or finish
+        except openai.APIError as e:  # the server cut the stream at the end of its grace period
+            error = str(e)
+        out = {"text": text, "finish_reason": finish, "error": error}
         try:
             httpx.get(BASE + "/health", timeout=5)
             out["after"] = "still up"
