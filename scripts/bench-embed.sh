@@ -7,14 +7,16 @@
 #   CYB_LLM_BIN=/tmp/cyb-llm scripts/bench-embed.sh   # an already built binary
 #
 # Needs scripts/fetch-models.sh minilm, and a Python with torch + sentence-transformers
-# ($PYTHON, default .cache/venv/bin/python). For each batch size it runs cyb-llm, then
+# ($PYTHON, default .cache/embed-venv/bin/python, which `scripts/bench.sh embed` makes from
+# scripts/bench-embed-requirements.txt). A failing tool stops the run with its stderr. For each batch size it runs cyb-llm, then
 # sentence-transformers (after a warm-up, same thread count), alternating so that background
 # load hits both alike; time covers tokenization + forward + pooling, not model loading. It
 # also checks that both produce the same vectors (minimum cosine over all sentences).
 # Prints a Markdown table for BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY=${PYTHON:-.cache/venv/bin/python}
+source scripts/bench-lib.sh
+PY=${PYTHON:-.cache/embed-venv/bin/python}
 MODELS=${CYB_MODELS_DIR:-.cache/models}
 N=${N:-1000}
 BATCHES=${BATCHES:-"1 32"}
@@ -74,11 +76,13 @@ echo "|---:|---:|---:|---:|---:|"
 # to 25 % slower (both engines get the same pause).
 for b in $BATCHES; do
   sleep "${PAUSE:-5}"
-  "$WORK/cyb-llm" embed "$WORK/minilm.model" --file "$WORK/texts.txt" -b "$b" -t "$THREADS" \
-    --backend cpu --timings >"$WORK/ours.jsonl" 2>"$WORK/ours.err"
-  ours=$(sed -n 's/.* \([0-9.]*\) texts\/s.*/\1/p' "$WORK/ours.err")
+  checked "cyb-llm embed -b $b" "$WORK/ours.jsonl" "$WORK/cyb-llm" embed "$WORK/minilm.model" \
+    --file "$WORK/texts.txt" -b "$b" -t "$THREADS" --backend cpu --timings
+  ours=$(sed -n 's/.* \([0-9.]*\) texts\/s.*/\1/p' "$WORK/ours.jsonl.err")
   sleep "${PAUSE:-5}"
-  read -r st cos < <("$PY" "$WORK/st.py" "$SRC" "$WORK/texts.txt" "$THREADS" "$b" "$WORK/ours.jsonl" 2>/dev/null)
+  checked "sentence-transformers batch $b" "$WORK/st.out" \
+    "$PY" "$WORK/st.py" "$SRC" "$WORK/texts.txt" "$THREADS" "$b" "$WORK/ours.jsonl"
+  read -r st cos <"$WORK/st.out"
   ratio=$(awk -v a="$ours" -v b="$st" 'BEGIN { printf "%.2f", a / b }')
   echo "| $b | $ours | $st | ${ratio}x | $cos |"
 done

@@ -6,6 +6,7 @@
 #                             crashing peer never shows up as a fast time
 #   machine_line              one line: date, host architecture, CPU model, cores,
 #                             memory, load average
+#   ensure_cmake NAME         installs cmake and ninja-build with apt when cmake is missing
 
 checked() {
   local name=$1 out=$2 rc=0
@@ -27,4 +28,15 @@ machine_line() {
   mem=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo 2>/dev/null)
   echo "$(date -u +%FT%TZ), $(uname -sm), ${cpu:-unknown cpu}, $(nproc) cpus, ${mem:-? GiB}," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')"
+}
+
+# ensure_cmake NAME: installs cmake and ninja with apt (as root or through sudo -n)
+# when cmake is missing, so that building a peer needs no manual step.
+ensure_cmake() {
+  command -v cmake >/dev/null && return 0
+  local as_root=""
+  [ "$(id -u)" = 0 ] || as_root="sudo -n"
+  echo "$1: installing cmake and ninja-build with apt" >&2
+  $as_root apt-get update -qq && $as_root apt-get install -y -qq --no-install-recommends cmake ninja-build >&2 || {
+    echo "$1: needs cmake (apt-get install -y cmake ninja-build failed)" >&2; exit 1; }
 }

@@ -20,11 +20,12 @@
 #   scripts/bench.sh serve       # cyb-llm serve vs llama.cpp's llama-server (same llama.cpp build as
 #                              # `llm`), SmolLM2, the openai client at concurrency 1, 4, 8; env as
 #                              # scripts/bench-serve.sh (THREADS=2 MAX_TOKENS=64), argument: requests per level
+#   scripts/bench.sh embed       # cyb-llm embed vs sentence-transformers (torch, pinned in
+#                              # scripts/bench-embed-requirements.txt, .cache/embed-venv), all-MiniLM-L6-v2,
+#                              # 1000 sentences, batch 1 and 32; env as scripts/bench-embed.sh
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
-#
-# Not yet here: `embed` (scripts/bench-embed.sh, with the manual steps its header names).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
@@ -33,10 +34,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper | perplexity | serve) ;;
-  embed)
-    echo "bench: \`$topic\` is not in scripts/bench.sh yet; run scripts/bench-$topic.sh (its header lists the manual steps)" >&2
-    exit 2 ;;
+  llm | whisper | perplexity | serve | embed) ;;
   *) usage ;;
 esac
 
@@ -89,15 +87,33 @@ perplexity() {
     scripts/bench-perplexity.sh "smollm2 gemma3 ppltext" "$@"
 }
 
-# The pinned Python peers, in a venv of their own (remade when the pins change).
+# bench_venv [REQUIREMENTS VENV]: the pinned Python peers in a venv of their own (remade
+# when the pins change); default scripts/bench-requirements.txt in .cache/bench-venv.
 bench_venv() {
-  local v=.cache/bench-venv
-  if ! cmp -s scripts/bench-requirements.txt "$v/requirements.txt" 2>/dev/null; then
+  local req=${1:-scripts/bench-requirements.txt} v=${2:-.cache/bench-venv}
+  if ! cmp -s "$req" "$v/requirements.txt" 2>/dev/null; then
     rm -rf "$v"
     python3 -m venv "$v"
-    "$v/bin/pip" install --quiet -r scripts/bench-requirements.txt >&2
-    cp scripts/bench-requirements.txt "$v/requirements.txt"
+    "$v/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+    cp "$req" "$v/requirements.txt"
   fi
+}
+
+embed() {
+  scripts/fetch-models.sh minilm >&2
+  bench_venv scripts/bench-embed-requirements.txt .cache/embed-venv
+  cargo build --release --bin cyb-llm >&2
+  local st
+  st=$(.cache/embed-venv/bin/pip freeze | grep -iE '^(torch|sentence-transformers|transformers)==' | paste -sd ' ' -)
+  echo "## embed: sentence embeddings, cyb-llm embed vs sentence-transformers"
+  echo
+  echo "- $(cyb_version)"
+  echo "- $st, $(.cache/embed-venv/bin/python --version) (all pins: scripts/bench-embed-requirements.txt)"
+  echo "- before: $(machine_line)"
+  echo
+  PYTHON=.cache/embed-venv/bin/python scripts/bench-embed.sh "$@"
+  echo
+  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
 whisper() {

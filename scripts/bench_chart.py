@@ -5,8 +5,8 @@ as one SVG bar chart (standard library only).
 
 A bar is cyb-llm's speed over the peer's, on a log scale around 1: right of the line
 (green) cyb-llm is faster, left (red) slower. llm rows use the
-reports' ratio column (cyb-llm t/s / llama.cpp t/s); whisper rows divide each peer's wall
-time by cyb-llm's.
+reports' ratio column (cyb-llm t/s / llama.cpp t/s), as do perplexity, embed and serve
+rows; whisper rows divide each peer's wall time by cyb-llm's.
 
   python3 scripts/bench_chart.py [REPORT_DIR] [OUT.svg]   # default .cache/bench, REPORT_DIR/ratios.svg
 """
@@ -30,7 +30,7 @@ def table_rows(path):
         if not line.startswith("|") or "---" in line:
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] in ("model", "audio"):
+        if cells and cells[0] in ("model", "audio", "batch"):
             continue
         rows.append(cells)
     return rows
@@ -43,6 +43,21 @@ def llm_bars(path):
 def perplexity_bars(path):
     return [(f"perplexity {m}: vs llama-perplexity", float(ratio.rstrip("x")))
             for m, _, _, _, _, _, ratio in table_rows(path)]
+
+
+def embed_bars(path):
+    return [(f"embed batch {b}: vs sentence-transformers", float(ratio.rstrip("x")))
+            for b, _, _, ratio, _ in table_rows(path)]
+
+
+def serve_bars(path):
+    """`concurrency C: ... | ratio R x` lines of scripts/bench-serve.sh."""
+    bars = []
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"concurrency (\d+): .*\| ratio ([0-9.]+)x", line)
+        if m:
+            bars.append((f"serve, {m.group(1)} streams: vs llama-server", float(m.group(2))))
+    return bars
 
 
 def seconds(cell):
@@ -89,7 +104,9 @@ def main():
     folder = sys.argv[1] if len(sys.argv) > 1 else ".cache/bench"
     target = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "ratios.svg")
     bars, sources = [], []
-    for topic, parse in (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars)):
+    topics = (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars),
+              ("embed", embed_bars), ("serve", serve_bars))
+    for topic, parse in topics:
         report = newest(folder, topic)
         if report:
             bars += parse(report)

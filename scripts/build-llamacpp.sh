@@ -18,7 +18,8 @@ done_already=1
 for t in "${TARGETS[@]}" llamacpp-greedy; do [ -x "$BIN/$t" ] || done_already=0; done
 if [ $done_already = 1 ]; then echo "build-llamacpp: cached in $BIN" >&2; exit 0; fi
 
-command -v cmake >/dev/null || { echo "build-llamacpp: needs cmake (apt-get install -y cmake ninja-build)" >&2; exit 1; }
+source scripts/bench-lib.sh
+ensure_cmake build-llamacpp
 if [ ! -f "$SDIST" ]; then
   python3 -m pip download --quiet --no-deps --no-binary llama-cpp-python -d "$DL" llama-cpp-python==0.3.36
 fi

@@ -13,7 +13,8 @@ SHA=5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5
 BIN=$ROOT/build/bin/whisper-cli
 
 if [ -x "$BIN" ]; then echo "build-whispercpp: cached in $BIN" >&2; exit 0; fi
-command -v cmake >/dev/null || { echo "build-whispercpp: needs cmake (apt-get install -y cmake ninja-build)" >&2; exit 1; }
+source scripts/bench-lib.sh
+ensure_cmake build-whispercpp
 if [ ! -f "$SDIST" ]; then
   mkdir -p "$DL"
   python3 -m pip download --quiet --no-deps --no-binary pywhispercpp -d "$DL" pywhispercpp==1.5.1
