@@ -584,7 +584,7 @@ fn two_hundred_mixed_requests_at_concurrency_16_all_answer() {
 #[test]
 fn after_a_short_grace_period_a_stream_is_cut_with_an_error_and_the_server_exits_0() {
     let model = smollm2();
-    let mut server = Server::start(&[&model], &["--grace", "1"]);
+    let mut server = Server::start(&[&model], &["--grace", "0.2"]);
     let pid = server.child.id() as libc::pid_t;
     let got = client(
         &server.base,
