@@ -500,6 +500,25 @@ fn a_full_queue_answers_503_with_retry_after() {
 }
 
 #[test]
+fn a_client_that_gives_up_while_queued_leaves_no_place_taken() {
+    let model = smollm2();
+    let server = Server::start(&[&model], &["--parallel", "1", "--queue", "1"]);
+    let got = server.client(
+        "give_up_in_queue",
+        json!({"model": "smollm2", "max_tokens": 400}),
+    );
+    assert_eq!(got["impatient"], "timed out", "{got}");
+    // With the impatient request still counted, the queue (1) would be full: 503.
+    assert_eq!(got["queued_after"]["status"], 200, "{got}");
+    assert!(got["first_chunks"].as_u64().unwrap() > 3, "{got}");
+    let (_, metrics) = server.get("/metrics");
+    assert!(
+        metrics.contains(r#"cyb_llm_queue_depth{model="smollm2"} 0"#),
+        "{metrics}"
+    );
+}
+
+#[test]
 fn a_client_that_disconnects_stops_its_generation_and_frees_its_slot() {
     let model = smollm2();
     let server = Server::start(&[&model], &["--parallel", "1"]);
@@ -602,5 +621,9 @@ fn after_a_short_grace_period_a_stream_is_cut_with_an_error_and_the_server_exits
     assert!(error.contains("the server is stopping"), "{got}");
     let status = server.child.wait().unwrap();
     assert!(status.success(), "exit {status:?}\n{}", server.log());
-    assert!(server.log().contains("grace period over"), "{}", server.log());
+    assert!(
+        server.log().contains("grace period over"),
+        "{}",
+        server.log()
+    );
 }

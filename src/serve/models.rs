@@ -228,10 +228,12 @@ impl TextSlots {
                         1,
                     ));
                 }
-                metrics.queue_depth.get_or_create(&label).inc();
+                let queued = Queued::new(
+                    &self.waiting,
+                    metrics.queue_depth.get_or_create(&label).clone(),
+                );
                 let waited = self.permits.clone().acquire_owned().await;
-                self.waiting.fetch_sub(1, Ordering::SeqCst);
-                metrics.queue_depth.get_or_create(&label).dec();
+                drop(queued);
                 waited.map_err(|_| ApiError::unavailable("the server is stopping", 5))?
             }
         };
@@ -249,6 +251,29 @@ impl TextSlots {
             busy: metrics.busy_slots.get_or_create(&label).clone(),
             _permit: permit,
         })
+    }
+}
+
+/// A request in the queue: counted while it waits, and uncounted when it stops
+/// waiting — with a slot, or because its client went away meanwhile (the
+/// request's future is dropped mid-wait).
+struct Queued<'a> {
+    waiting: &'a AtomicUsize,
+    depth: prometheus_client::metrics::gauge::Gauge,
+}
+
+impl<'a> Queued<'a> {
+    /// Counts one more waiting request (the caller has already added it to `waiting`).
+    fn new(waiting: &'a AtomicUsize, depth: prometheus_client::metrics::gauge::Gauge) -> Self {
+        depth.inc();
+        Queued { waiting, depth }
+    }
+}
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.waiting.fetch_sub(1, Ordering::SeqCst);
+        self.depth.dec();
     }
 }
 

@@ -202,6 +202,29 @@ def main():
         s.close()
         out["read_chunks"] = seen
         out["next"] = chat_plain(c, "hi", 4)
+    elif SCENARIO == "give_up_in_queue":
+        import threading
+        c = client(timeout=120)
+        done = {}
+        def long_stream():
+            s = c.chat.completions.create(model=ARGS["model"], messages=[{"role": "user", "content": "Tell a long story."}],
+                                          temperature=0, max_tokens=ARGS["max_tokens"], stream=True)
+            done["chunks"] = sum(1 for _ in s)
+        first = threading.Thread(target=long_stream)
+        first.start()
+        time.sleep(0.5)  # the slot is taken
+        impatient = client(timeout=0.5)
+        try:
+            impatient.chat.completions.create(model=ARGS["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+            out["impatient"] = "answered"
+        except openai.APITimeoutError:
+            out["impatient"] = "timed out"
+        time.sleep(1.0)  # the server notices the closed connection
+        out["queued_after"] = status_of(lambda: c.chat.completions.create(
+            model=ARGS["model"], messages=[{"role": "user", "content": "hi"}], max_tokens=4))
+        out["first_still_running"] = first.is_alive() or None
+        first.join()
+        out["first_chunks"] = done.get("chunks")
     elif SCENARIO == "stream_until_signal":
         c = client(timeout=120)
         s = c.chat.completions.create(model=ARGS["model"], messages=[{"role": "user", "content": ARGS["prompt"]}],
