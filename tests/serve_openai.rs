@@ -51,10 +51,17 @@ impl Server {
             .args(models)
             .args(["--port", "0", "-t", "2", "--backend", "cpu"])
             .args(extra)
-            .env_remove("CYB_LLM_API_KEY")
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        let mut child = cmd.spawn().expect("start cyb-llm serve");
+        Server::spawn(cmd)
+    }
+
+    /// Spawns `cmd` (a `serve` command with stderr piped) and waits until it is ready.
+    fn spawn(mut cmd: Command) -> Server {
+        let mut child = cmd
+            .env_remove("CYB_LLM_API_KEY")
+            .spawn()
+            .expect("start cyb-llm serve");
         let stderr = child.stderr.take().unwrap();
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -281,6 +288,29 @@ fn models_chat_and_completions_equal_cyb_llm_run() {
     );
     assert!(metrics.contains("cyb_llm_request_latency_seconds_bucket"));
     assert!(metrics.contains(r#"cyb_llm_queue_depth{model="smollm2"} 0"#));
+}
+
+#[test]
+fn a_gguf_source_is_imported_once_and_served_under_its_stem() {
+    let cache = tempfile::tempdir().unwrap();
+    let gguf = generate_util::gguf("smollm2");
+    let start = || {
+        let mut cmd = cyb();
+        cmd.arg("serve")
+            .arg(&gguf)
+            .args(["--port", "0", "-t", "2", "--backend", "cpu"])
+            .env("XDG_CACHE_HOME", cache.path())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        Server::spawn(cmd)
+    };
+    let first = start();
+    assert!(first.log().contains("import:"), "{}", first.log());
+    let ids = first.client("models", json!({}));
+    assert_eq!(ids["ids"], json!(["SmolLM2-135M-Instruct.Q4_1"]));
+    drop(first);
+    let second = start();
+    assert!(!second.log().contains("import:"), "{}", second.log());
 }
 
 #[test]
