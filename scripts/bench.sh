@@ -87,10 +87,10 @@ perplexity() {
     scripts/bench-perplexity.sh "smollm2 gemma3 ppltext" "$@"
 }
 
-# bench_venv [REQUIREMENTS VENV]: the pinned Python peers in a venv of their own (remade
-# when the pins change); default scripts/bench-requirements.txt in .cache/bench-venv.
+# bench_venv REQUIREMENTS VENV: the pinned Python peers in a venv of their own (remade
+# when the pins change).
 bench_venv() {
-  local req=${1:-scripts/bench-requirements.txt} v=${2:-.cache/bench-venv}
+  local req=$1 v=$2
   if ! cmp -s "$req" "$v/requirements.txt" 2>/dev/null; then
     rm -rf "$v"
     python3 -m venv "$v"
@@ -99,40 +99,43 @@ bench_venv() {
   fi
 }
 
-embed() {
-  scripts/fetch-models.sh minilm >&2
-  bench_venv scripts/bench-embed-requirements.txt .cache/embed-venv
+# A topic whose peers are Python packages: TITLE, REQUIREMENTS, VENV, the regex of the
+# packages whose versions head the report, the SCRIPT that prints its tables (run with
+# PYTHON=VENV/bin/python); the rest goes to SCRIPT. $PEER_LINE, when set, is one more
+# version line (a peer built from source).
+venv_topic() {
+  local title=$1 req=$2 venv=$3 pins=$4 script=$5
+  shift 5
+  bench_venv "$req" "$venv"
   cargo build --release --bin cyb-llm >&2
-  local st
-  st=$(.cache/embed-venv/bin/pip freeze | grep -iE '^(torch|sentence-transformers|transformers)==' | paste -sd ' ' -)
-  echo "## embed: sentence embeddings, cyb-llm embed vs sentence-transformers"
+  local versions
+  versions=$("$venv/bin/pip" freeze | grep -iE "^($pins)==" | paste -sd ' ' -)
+  echo "## $title"
   echo
   echo "- $(cyb_version)"
-  echo "- $st, $(.cache/embed-venv/bin/python --version) (all pins: scripts/bench-embed-requirements.txt)"
+  [ -z "${PEER_LINE:-}" ] || echo "- $PEER_LINE"
+  echo "- $versions, $("$venv/bin/python" --version) (all pins: $req)"
   echo "- before: $(machine_line)"
   echo
-  PYTHON=.cache/embed-venv/bin/python scripts/bench-embed.sh "$@"
+  PYTHON=$venv/bin/python "$script" "$@"
   echo
   echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+}
+
+embed() {
+  scripts/fetch-models.sh minilm >&2
+  venv_topic "embed: sentence embeddings, cyb-llm embed vs sentence-transformers" \
+    scripts/bench-embed-requirements.txt .cache/embed-venv 'torch|sentence-transformers|transformers' \
+    scripts/bench-embed.sh "$@"
 }
 
 whisper() {
   scripts/fetch-models.sh whisper >&2
   scripts/build-whispercpp.sh >&2
-  bench_venv
-  cargo build --release --bin cyb-llm >&2
-  local fw
-  fw=$(.cache/bench-venv/bin/pip freeze | grep -iE '^(faster-whisper|ctranslate2|onnxruntime)==' | paste -sd ' ' -)
-  echo "## whisper: speech to text, cyb-llm transcribe vs whisper.cpp and faster-whisper"
-  echo
-  echo "- $(cyb_version)"
-  echo "- whisper.cpp 1.8.5 (vendored by pywhispercpp==1.5.1, sdist SHA-256 checked by scripts/build-whispercpp.sh), $(${CXX:-c++} --version | head -1)"
-  echo "- $fw, $(.cache/bench-venv/bin/python --version) (all pins: scripts/bench-requirements.txt)"
-  echo "- before: $(machine_line)"
-  echo
-  PYTHON=.cache/bench-venv/bin/python scripts/bench-whisper.sh "$@"
-  echo
-  echo "- after: load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  PEER_LINE="whisper.cpp 1.8.5 (vendored by pywhispercpp==1.5.1, sdist SHA-256 checked by scripts/build-whispercpp.sh), $(${CXX:-c++} --version | head -1)" \
+    venv_topic "whisper: speech to text, cyb-llm transcribe vs whisper.cpp and faster-whisper" \
+    scripts/bench-requirements.txt .cache/bench-venv 'faster-whisper|ctranslate2|onnxruntime' \
+    scripts/bench-whisper.sh "$@"
 }
 
 "$topic" "$@" | tee "$report"
