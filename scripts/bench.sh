@@ -94,7 +94,7 @@ bench_venv() {
   if ! cmp -s "$req" "$v/requirements.txt" 2>/dev/null; then
     rm -rf "$v"
     python3 -m venv "$v"
-    "$v/bin/pip" install --quiet --disable-pip-version-check -r "$req" >&2
+    "$v/bin/python" -m pip install --quiet --disable-pip-version-check -r "$req" >&2
     cp "$req" "$v/requirements.txt"
   fi
 }
@@ -109,7 +109,7 @@ venv_topic() {
   bench_venv "$req" "$venv"
   cargo build --release --bin cyb-llm >&2
   local versions
-  versions=$("$venv/bin/pip" freeze | grep -iE "^($pins)==" | paste -sd ' ' -)
+  versions=$("$venv/bin/python" -m pip freeze | grep -iE "^($pins)==" | paste -sd ' ' -)
   echo "## $title"
   echo
   echo "- $(cyb_version)"
