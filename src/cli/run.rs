@@ -6,7 +6,8 @@ use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::generate::{
-    Finish, GenerateOptions, Generation, LoadOptions, Message, Prompt, Sampling, TextModel, Timings,
+    fresh_seed, Finish, GenerateOptions, Generation, LoadOptions, Message, Prompt, Sampling,
+    TextModel, Timings,
 };
 use serde_json::json;
 use std::io::{Read, Write};
@@ -212,13 +213,6 @@ impl GenArgs {
         m.push(Message::new("user", user));
         m
     }
-}
-
-/// A seed from the clock (llama.cpp's default is a random seed too).
-fn fresh_seed() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
 }
 
 /// `cyb-llm run` arguments.

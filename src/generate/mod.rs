@@ -22,7 +22,7 @@ pub mod chat;
 pub mod sampling;
 
 pub use chat::{ChatTemplate, Message, Preset};
-pub use sampling::{Draws, Sampling};
+pub use sampling::{fresh_seed, Draws, InvalidSampling, Sampling};
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, Tensor};
 use crate::curated::llama::LogitRows;
@@ -546,9 +546,9 @@ impl Generator {
     ) -> Result<Generation<'_>, ExecutionError> {
         sampling
             .validate()
-            .map_err(|reason| ExecutionError::InvalidConfig {
-                field: "sampling".into(),
-                reason,
+            .map_err(|e| ExecutionError::InvalidConfig {
+                field: e.field.into(),
+                reason: e.reason,
             })?;
         let prompt = prompt.into();
         let Generator { model, state } = self;

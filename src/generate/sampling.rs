@@ -7,6 +7,26 @@ use rand::Rng;
 use rand_chacha::rand_core::SeedableRng;
 use rand_chacha::ChaCha20Rng;
 
+/// A sampling value out of its range: the field and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidSampling {
+    /// `temperature`, `top_p`, `min_p` or `repeat_penalty`.
+    pub field: &'static str,
+    /// The value and its allowed range.
+    pub reason: String,
+}
+
+/// A seed from the clock, different for each call in a process (llama.cpp's
+/// default is a random seed too).
+pub fn fresh_seed() -> u64 {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    t ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+}
+
 /// How the next token is picked.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Sampling {
@@ -79,8 +99,9 @@ impl Sampling {
     }
 
     /// Checks the ranges: temperature >= 0, top-p in (0, 1], min-p in [0, 1],
-    /// repeat penalty > 0; all finite. The message names the bad value.
-    pub fn validate(&self) -> Result<(), String> {
+    /// repeat penalty > 0; all finite. The error names the field and the bad value.
+    pub fn validate(&self) -> Result<(), InvalidSampling> {
+        let bad = |field: &'static str, reason: String| Err(InvalidSampling { field, reason });
         let finite = [
             ("temperature", self.temperature),
             ("top_p", self.top_p),
@@ -89,23 +110,26 @@ impl Sampling {
         ];
         for (name, v) in finite {
             if !v.is_finite() {
-                return Err(format!("{name} = {v} is not a finite number"));
+                return bad(name, format!("{name} = {v} is not a finite number"));
             }
         }
         if self.temperature < 0.0 {
-            return Err(format!("temperature = {} must be >= 0", self.temperature));
+            return bad(
+                "temperature",
+                format!("temperature = {} must be >= 0", self.temperature),
+            );
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(format!("top_p = {} must be in (0, 1]", self.top_p));
+            return bad("top_p", format!("top_p = {} must be in (0, 1]", self.top_p));
         }
         if !(0.0..=1.0).contains(&self.min_p) {
-            return Err(format!("min_p = {} must be in [0, 1]", self.min_p));
+            return bad("min_p", format!("min_p = {} must be in [0, 1]", self.min_p));
         }
         if self.repeat_penalty <= 0.0 {
-            return Err(format!(
-                "repeat_penalty = {} must be > 0",
-                self.repeat_penalty
-            ));
+            return bad(
+                "repeat_penalty",
+                format!("repeat_penalty = {} must be > 0", self.repeat_penalty),
+            );
         }
         Ok(())
     }

@@ -10,7 +10,9 @@ use super::metrics::Metrics;
 use super::models::{wrong_kind, Kind, Slot, TextSlots};
 use super::App;
 use crate::error::ExecutionError;
-use crate::generate::{Finish, GenerateOptions, Message, Prompt, Sampling, TextModel, Timings};
+use crate::generate::{
+    fresh_seed, Finish, GenerateOptions, Message, Prompt, Sampling, TextModel, Timings,
+};
 use axum::response::sse::{Event, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -173,17 +175,6 @@ fn messages(list: &[api::ChatMessage]) -> Result<Vec<Message>, ApiError> {
         .collect()
 }
 
-fn finite(v: f64, param: &str) -> Result<f32, ApiError> {
-    if v.is_finite() {
-        Ok(v as f32)
-    } else {
-        Err(ApiError::bad_request(
-            Some(param),
-            format!("{param} must be a finite number"),
-        ))
-    }
-}
-
 /// Checks the request's sampling fields over the model's defaults (as `cyb-llm run` does).
 fn job(
     model: &TextModel,
@@ -214,38 +205,26 @@ fn job(
     {
         return Err(bad("logprobs", "logprobs are not supported".into()));
     }
+    // Values outside their ranges are refused by `Sampling::validate`, which names the field.
     let mut s = Sampling::for_model(&model.model().config);
     if let Some(t) = req.temperature {
-        s.temperature = finite(t, "temperature")?;
-        if s.temperature < 0.0 {
-            return Err(bad("temperature", format!("{t} must be >= 0 (0 = greedy)")));
-        }
+        s.temperature = t as f32;
     }
     if let Some(p) = req.top_p {
-        s.top_p = finite(p, "top_p")?;
-        if !(s.top_p > 0.0 && s.top_p <= 1.0) {
-            return Err(bad("top_p", format!("{p} must be in (0, 1]")));
-        }
+        s.top_p = p as f32;
     }
     if let Some(p) = req.min_p {
-        s.min_p = finite(p, "min_p")?;
-        if !(0.0..=1.0).contains(&s.min_p) {
-            return Err(bad("min_p", format!("{p} must be in [0, 1]")));
-        }
+        s.min_p = p as f32;
     }
     if let Some(k) = req.top_k {
         s.top_k = k as usize;
     }
     if let Some(r) = req.repeat_penalty {
-        s.repeat_penalty = finite(r, "repeat_penalty")?;
-        if s.repeat_penalty <= 0.0 {
-            return Err(bad("repeat_penalty", format!("{r} must be > 0")));
-        }
+        s.repeat_penalty = r as f32;
     }
-    s.seed = match req.seed {
-        Some(seed) => seed as u64,
-        None => fresh_seed(),
-    };
+    s.seed = req.seed.map_or_else(fresh_seed, |seed| seed as u64);
+    s.validate()
+        .map_err(|e| ApiError::bad_request(Some(e.field), e.reason))?;
     let max_tokens = match req.max_completion_tokens.or(req.max_tokens) {
         Some(0) => return Err(bad("max_tokens", "max_tokens must be at least 1".into())),
         Some(n) => Some(usize::try_from(n).unwrap_or(usize::MAX)),
@@ -273,17 +252,6 @@ fn job(
         stream: req.stream,
         include_usage: req.stream_options.as_ref().is_some_and(|o| o.include_usage),
     })
-}
-
-/// A seed from the clock and a counter (each request its own).
-fn fresh_seed() -> u64 {
-    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    t ^ COUNTER
-        .fetch_add(1, Ordering::Relaxed)
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
 /// A runtime error of a request: the caller's fault (400) or the runtime's (500).
