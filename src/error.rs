@@ -166,6 +166,21 @@ pub enum ImportError {
          tokenizer.json) or a CTranslate2 folder (config.json, model.bin)"
     )]
     NotASource { path: PathBuf, looks: String },
+    /// An ONNX node the importer does not translate.
+    #[error("{path}: node {index} `{node}` ({op}, opset {opset}): {reason}")]
+    UnsupportedOp {
+        path: PathBuf,
+        /// Position of the node in the graph.
+        index: usize,
+        /// The node's name (its first output when unnamed).
+        node: String,
+        /// ONNX op type.
+        op: String,
+        /// The model's opset of the op's domain.
+        opset: i64,
+        /// What is not supported, and what would work.
+        reason: String,
+    },
     #[error("the written file does not load back: {0}")]
     Verify(#[from] LoadError),
 }

@@ -162,6 +162,62 @@ pub enum Op {
     GeGlu,
     /// `[x] -> [softmax over the last axis]`; an all `-inf` row gives zeros.
     Softmax,
+    /// `[x] -> [sqrt x]` (NaN below 0).
+    Sqrt,
+    /// `[x] -> [ln x]` (-inf at 0, NaN below).
+    Log,
+    /// `[x] -> [e^x]`.
+    Exp,
+    /// `[x] -> [cos x]` (radians).
+    Cos,
+    /// `[x] -> [sin x]` (radians).
+    Sin,
+    /// `[x] -> [1 / x]`.
+    Reciprocal,
+    /// `[x] -> [-x]`.
+    Neg,
+    /// `[x] -> [erf x]`.
+    Erf,
+    /// `[x] -> [x^p]` for a constant exponent `p` (`powf`; `p = 2` is `x * x` exactly).
+    PowScalar(f32),
+    /// `[a [.., M, K], b [.., K, N]] -> [[.., M, N]]`: a matrix product of two
+    /// activations per batch entry, the batch dims broadcast as in NumPy
+    /// (ONNX `MatMul` with both inputs of rank >= 2).
+    BatchMatmul,
+    /// `[x [B, Cin, H, W], w [Cout, Cin / groups, kh, kw], b [Cout]?] -> [[B, Cout, Ho, Wo]]`:
+    /// `y[n, o, i, j] = b[o] + sum_{c, u, v} x[n, g(o) Cin/groups + c, i sh - pt + u dh,
+    /// j sw - pl + v dw] w[o, c, u, v]`, positions outside `x` read as 0;
+    /// `Ho = (H + pt + pb - dh (kh - 1) - 1) / sh + 1` (likewise `Wo`).
+    Conv2d {
+        /// Steps `[sh, sw]`.
+        stride: [usize; 2],
+        /// Zeros added `[top, left, bottom, right]`.
+        pads: [usize; 4],
+        /// Kernel dilations `[dh, dw]`.
+        dilation: [usize; 2],
+        /// Channel groups (divides Cin and Cout).
+        groups: usize,
+    },
+    /// `[x [B, C, H, W]] -> [[B, C, Ho, Wo]]`: the mean of each `kernel` window at
+    /// steps `stride` over `x` padded by `pads` `[top, left, bottom, right]`; the
+    /// divisor counts the padding when `count_include_pad`, else only the values inside.
+    AvgPool2d {
+        /// Window `[kh, kw]`.
+        kernel: [usize; 2],
+        /// Steps `[sh, sw]`.
+        stride: [usize; 2],
+        /// Zeros added `[top, left, bottom, right]`.
+        pads: [usize; 4],
+        /// Divide by the whole window (padding included).
+        count_include_pad: bool,
+    },
+    /// `[x] -> [y]`, `y.shape[i] = x.shape[i] * scales[i]`, `y[.., j, ..] = x[.., j / scales[i], ..]`:
+    /// nearest-neighbour upsampling by integer factors (ONNX `Resize`, mode `nearest`,
+    /// `asymmetric` coordinates, `floor` rounding, integer scales).
+    ResizeNearest {
+        /// Integer factor per axis (>= 1).
+        scales: Vec<usize>,
+    },
     /// `[Q [Sq, H, d], K [Sk, Hkv, d], V [Sk, Hkv, dv]] -> [O [Sq, H, dv]]`.
     /// Reads key rows `0..kv_len` (all when `None`), so K/V may be a whole KV cache.
     Sdpa {
@@ -314,6 +370,19 @@ impl Op {
             Op::SwiGlu => "SwiGlu",
             Op::GeGlu => "GeGlu",
             Op::Softmax => "Softmax",
+            Op::Sqrt => "Sqrt",
+            Op::Log => "Log",
+            Op::Exp => "Exp",
+            Op::Cos => "Cos",
+            Op::Sin => "Sin",
+            Op::Reciprocal => "Reciprocal",
+            Op::Neg => "Neg",
+            Op::Erf => "Erf",
+            Op::PowScalar(_) => "PowScalar",
+            Op::BatchMatmul => "BatchMatmul",
+            Op::Conv2d { .. } => "Conv2d",
+            Op::AvgPool2d { .. } => "AvgPool2d",
+            Op::ResizeNearest { .. } => "ResizeNearest",
             Op::Sdpa { .. } => "Sdpa",
             Op::KvAppend { .. } => "KvAppend",
             Op::Embed => "Embed",
@@ -346,6 +415,15 @@ impl Op {
                 | Op::Sigmoid
                 | Op::Tanh
                 | Op::Softcap(_)
+                | Op::Sqrt
+                | Op::Log
+                | Op::Exp
+                | Op::Cos
+                | Op::Sin
+                | Op::Reciprocal
+                | Op::Neg
+                | Op::Erf
+                | Op::PowScalar(_)
         )
     }
 
@@ -445,6 +523,15 @@ impl Op {
             | Op::Sigmoid
             | Op::Tanh
             | Op::Softcap(_)
+            | Op::Sqrt
+            | Op::Log
+            | Op::Exp
+            | Op::Cos
+            | Op::Sin
+            | Op::Reciprocal
+            | Op::Neg
+            | Op::Erf
+            | Op::PowScalar(_)
             | Op::Softmax => {
                 arity(1, 1)?;
                 Ok(vec![f32_out(act(0)?.to_vec())])
@@ -684,6 +771,83 @@ impl Op {
                 }
                 let lout = (x[1] + 2 * padding - w[2]) / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
+            }
+            Op::BatchMatmul => {
+                arity(2, 2)?;
+                let (a, b) = (act(0)?, act(1)?);
+                let (ra, rb) = (a.len(), b.len());
+                if ra < 2 || rb < 2 || a[ra - 1] != b[rb - 2] {
+                    return Err(mismatch(self, a, b));
+                }
+                let mut out = broadcast_shape(&a[..ra - 2], &b[..rb - 2])
+                    .ok_or_else(|| mismatch(self, a, b))?;
+                out.extend([a[ra - 2], b[rb - 1]]);
+                Ok(vec![f32_out(out)])
+            }
+            Op::Conv2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+            } => {
+                arity(2, 3)?;
+                let x = act(0)?;
+                let w = &inputs[1].shape;
+                let g = *groups;
+                let ok = x.len() == 4
+                    && w.len() == 4
+                    && g > 0
+                    && x[1].is_multiple_of(g)
+                    && w[0].is_multiple_of(g)
+                    && w[1] * g == x[1]
+                    && stride.iter().all(|&s| s > 0)
+                    && dilation.iter().all(|&d| d > 0);
+                if !ok {
+                    return Err(mismatch(self, x, w));
+                }
+                if inputs.len() == 3 {
+                    vector(2, w[0])?;
+                }
+                let out_len = |i: usize| {
+                    let span = dilation[i] * (w[2 + i] - 1) + 1;
+                    let padded = x[2 + i] + pads[i] + pads[i + 2];
+                    (padded >= span && w[2 + i] > 0).then(|| (padded - span) / stride[i] + 1)
+                };
+                match (out_len(0), out_len(1)) {
+                    (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], w[0], ho, wo])]),
+                    _ => Err(mismatch(self, x, w)),
+                }
+            }
+            Op::AvgPool2d {
+                kernel,
+                stride,
+                pads,
+                ..
+            } => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                let out_len = |i: usize| {
+                    let padded = x[2 + i] + pads[i] + pads[i + 2];
+                    (kernel[i] > 0 && stride[i] > 0 && padded >= kernel[i])
+                        .then(|| (padded - kernel[i]) / stride[i] + 1)
+                };
+                if x.len() != 4 {
+                    return Err(mismatch(self, &[0, 0, 0, 0], x));
+                }
+                match (out_len(0), out_len(1)) {
+                    (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], x[1], ho, wo])]),
+                    _ => Err(mismatch(self, x, kernel)),
+                }
+            }
+            Op::ResizeNearest { scales } => {
+                arity(1, 1)?;
+                let x = act(0)?;
+                if scales.len() != x.len() || scales.contains(&0) {
+                    return Err(mismatch(self, x, scales));
+                }
+                Ok(vec![f32_out(
+                    x.iter().zip(scales).map(|(&d, &s)| d * s).collect(),
+                )])
             }
             Op::Argmax => {
                 arity(1, 1)?;

@@ -5,6 +5,7 @@ mod bench;
 mod chat;
 mod classify;
 mod embed;
+mod eval;
 mod graph;
 mod import;
 mod inspect;
@@ -50,6 +51,8 @@ enum Command {
     Classify(classify::ClassifyArgs),
     /// Print a model's generated graph section, or --emit it into the file.
     Graph(graph::GraphArgs),
+    /// Run any graph model (an imported ONNX model) on .npy inputs; outputs to .npy files.
+    Eval(eval::EvalArgs),
     /// Perplexity of a text model on a text (llama-perplexity's method), and KL divergence between runs.
     Perplexity(perplexity::PerplexityArgs),
     /// OpenAI-compatible HTTP server for text, embedding and speech models.
@@ -86,6 +89,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Embed(a) => embed::run(a),
         Command::Classify(a) => classify::run(a),
         Command::Graph(a) => graph::run(a),
+        Command::Eval(a) => eval::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Perplexity(a) => perplexity::run(a),

@@ -244,11 +244,24 @@ fn probe_op(op: &GraphOp, infos: &[TensorInfo]) -> Result<(Op, Vec<TensorInfo>),
     })
 }
 
+/// The concrete shapes of a value under the two probes.
+type Probed = [Vec<usize>; 2];
+
+fn probed_of(shape: &[Dim]) -> Probed {
+    [concrete(shape, PROBES[0]), concrete(shape, PROBES[1])]
+}
+
+/// An output's inferred dims, encoding and probe shapes.
+type Inferred = (Vec<Dim>, DType, Probed);
+
+/// Infers a node's outputs. Each probe run starts from the inputs' own probe
+/// shapes (so a dimension twice the dynamic one stays twice it through reshapes).
 fn infer_node(
     op: &GraphOp,
     inputs: &[&Value],
+    probed: &[&Probed],
     states: &[StateDecl],
-) -> Result<Vec<(Vec<Dim>, DType)>, String> {
+) -> Result<Vec<Inferred>, String> {
     if let GraphOp::KvAppend = op {
         if inputs.len() != 3 {
             return Err(format!(
@@ -276,7 +289,11 @@ fn infer_node(
             }
         }
         let all = vec![None, Some(st.kv_heads), Some(st.head_dim)];
-        return Ok(vec![(all.clone(), DType::F32), (all, DType::F32)]);
+        let p = probed_of(&all);
+        return Ok(vec![
+            (all.clone(), DType::F32, p.clone()),
+            (all, DType::F32, p),
+        ]);
     }
     if let Some(v) = inputs.iter().find(|v| matches!(v.source, Source::State(_))) {
         return Err(format!(
@@ -285,10 +302,11 @@ fn infer_node(
         ));
     }
     let mut runs = Vec::with_capacity(2);
-    for probe in PROBES {
+    for k in 0..PROBES.len() {
         let infos: Vec<TensorInfo> = inputs
             .iter()
-            .map(|v| TensorInfo::new(&concrete(&v.shape, probe), v.dtype))
+            .zip(probed)
+            .map(|(v, p)| TensorInfo::new(&p[k], v.dtype))
             .collect();
         let (bop, binfos) = probe_op(op, &infos)?;
         let outs = bop.infer(&binfos).map_err(|e| e.to_string())?;
@@ -304,7 +322,7 @@ fn infer_node(
                 .zip(y.shape.iter().chain(std::iter::repeat(&usize::MAX)))
                 .map(|(&p, &q)| (p == q).then_some(p))
                 .collect();
-            (shape, x.dtype)
+            (shape, x.dtype, [x.shape.clone(), y.shape.clone()])
         })
         .collect())
 }
@@ -395,6 +413,7 @@ impl Graph {
         let mut ids = std::collections::HashSet::new();
         let mut appended = vec![false; doc.state.len()];
         let mut nodes = Vec::with_capacity(doc.nodes.len());
+        let mut node_probes: HashMap<usize, Probed> = HashMap::new();
         for (ni, n) in doc.nodes.iter().enumerate() {
             let err = |reason: String| GraphError::at(n.id, &n.op, reason);
             if !ids.insert(n.id) {
@@ -449,7 +468,17 @@ impl Graph {
                 }
             }
             let in_values: Vec<&Value> = ins.iter().map(|&i| &values[i]).collect();
-            let outs = infer_node(&op, &in_values, &doc.state).map_err(&err)?;
+            let in_probed: Vec<Probed> = ins
+                .iter()
+                .map(|i| {
+                    node_probes
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| probed_of(&values[*i].shape))
+                })
+                .collect();
+            let in_probed: Vec<&Probed> = in_probed.iter().collect();
+            let outs = infer_node(&op, &in_values, &in_probed, &doc.state).map_err(&err)?;
             if outs.len() != n.outputs.len() {
                 return Err(err(format!(
                     "the op has {} outputs, the node names {}",
@@ -458,10 +487,11 @@ impl Graph {
                 )));
             }
             let mut out_idx = Vec::with_capacity(outs.len());
-            for (name, (shape, dtype)) in n.outputs.iter().zip(outs) {
+            for (name, (shape, dtype, probed)) in n.outputs.iter().zip(outs) {
                 if weight(name).is_some() {
                     return Err(err(format!("output `{name}` has the name of a tensor")));
                 }
+                node_probes.insert(values.len(), probed);
                 out_idx.push(
                     define(
                         &mut values,

@@ -48,6 +48,19 @@ pub const OP_TAGS: &[(&str, u16)] = &[
     ("FusedSkipNorm", 35),
     ("FusedSwiGlu", 36),
     ("FusedQkv", 37),
+    ("Sqrt", 38),
+    ("Log", 39),
+    ("Exp", 40),
+    ("Cos", 41),
+    ("Sin", 42),
+    ("Reciprocal", 43),
+    ("Neg", 44),
+    ("Erf", 45),
+    ("PowScalar", 46),
+    ("BatchMatmul", 47),
+    ("Conv2d", 48),
+    ("AvgPool2d", 49),
+    ("ResizeNearest", 50),
 ];
 
 /// The stable tag of op `name`, if the runtime knows it.
@@ -232,6 +245,26 @@ impl<'a> Attrs<'a> {
     }
 }
 
+/// A two-value attribute (`[h, w]`); `default` for both when absent (0: required).
+fn pair(a: &mut Attrs, key: &'static str, default: usize) -> Result<[usize; 2], AttrError> {
+    if a.table.get(key).is_none() && default > 0 {
+        a.used.push(key);
+        return Ok([default; 2]);
+    }
+    let v = a.usizes(key)?;
+    <[usize; 2]>::try_from(v).map_err(|v| format!("attribute `{key}` needs 2 values, got {v:?}"))
+}
+
+/// The `[top, left, bottom, right]` padding attribute; zeros when absent.
+fn quad(a: &mut Attrs, key: &'static str) -> Result<[usize; 4], AttrError> {
+    if a.table.get(key).is_none() {
+        a.used.push(key);
+        return Ok([0; 4]);
+    }
+    let v = a.usizes(key)?;
+    <[usize; 4]>::try_from(v).map_err(|v| format!("attribute `{key}` needs 4 values, got {v:?}"))
+}
+
 impl GraphOp {
     /// Parses op `name` with `attrs`. `Ok(None)` means the op is unknown
     /// (the caller reports `UnsupportedOp`).
@@ -369,6 +402,31 @@ impl GraphOp {
             }
             "FusedSwiGlu" => fixed(Op::FusedSwiGlu),
             "FusedQkv" => fixed(Op::FusedQkv),
+            "Sqrt" => fixed(Op::Sqrt),
+            "Log" => fixed(Op::Log),
+            "Exp" => fixed(Op::Exp),
+            "Cos" => fixed(Op::Cos),
+            "Sin" => fixed(Op::Sin),
+            "Reciprocal" => fixed(Op::Reciprocal),
+            "Neg" => fixed(Op::Neg),
+            "Erf" => fixed(Op::Erf),
+            "PowScalar" => fixed(Op::PowScalar(a.f32("p")?)),
+            "BatchMatmul" => fixed(Op::BatchMatmul),
+            "Conv2d" => fixed(Op::Conv2d {
+                stride: pair(&mut a, "stride", 1)?,
+                pads: quad(&mut a, "pads")?,
+                dilation: pair(&mut a, "dilation", 1)?,
+                groups: a.usize_opt("groups")?.unwrap_or(1),
+            }),
+            "AvgPool2d" => fixed(Op::AvgPool2d {
+                kernel: pair(&mut a, "kernel", 0)?,
+                stride: pair(&mut a, "stride", 1)?,
+                pads: quad(&mut a, "pads")?,
+                count_include_pad: a.bool_opt("count_include_pad")?.unwrap_or(false),
+            }),
+            "ResizeNearest" => fixed(Op::ResizeNearest {
+                scales: a.usizes("scales")?,
+            }),
             _ => return Ok(None),
         };
         a.finish()?;
@@ -442,6 +500,33 @@ impl GraphOp {
                     put("stride", i(*stride));
                     put("padding", i(*padding));
                 }
+                Op::PowScalar(p) => put("p", f(*p)),
+                Op::Conv2d {
+                    stride,
+                    pads,
+                    dilation,
+                    groups,
+                } => {
+                    put("stride", list(stride));
+                    put("pads", list(pads));
+                    put("dilation", list(dilation));
+                    put("groups", i(*groups));
+                }
+                Op::AvgPool2d {
+                    kernel,
+                    stride,
+                    pads,
+                    count_include_pad,
+                } => {
+                    put("kernel", list(kernel));
+                    put("stride", list(stride));
+                    put("pads", list(pads));
+                    put(
+                        "count_include_pad",
+                        toml::Value::Boolean(*count_include_pad),
+                    );
+                }
+                Op::ResizeNearest { scales } => put("scales", list(scales)),
                 _ => {}
             },
             GraphOp::Reshape(shape) => put(

@@ -108,7 +108,7 @@ fn hex8(digest: &[u8]) -> String {
 /// `[A-Za-z0-9._-]` and 64 characters.
 fn stem(source: &Path, kind: SourceKind) -> String {
     let name = match kind {
-        SourceKind::Gguf => source.file_stem(),
+        SourceKind::Gguf | SourceKind::Onnx => source.file_stem(),
         SourceKind::HuggingFace | SourceKind::Ct2 => source.file_name(),
     };
     let s: String = name
@@ -141,6 +141,22 @@ fn source_files(source: &Path, kind: SourceKind) -> std::io::Result<Vec<(String,
                 // A missing part is the importer's error to report; it still counts here.
                 let (len, mtime) = std::fs::metadata(&p).map_or((0, 0), |m| stat(&m));
                 out.push((name.unwrap_or_default(), len, mtime));
+            }
+        }
+        SourceKind::Onnx => {
+            // The model file and the files beside it named after it (external
+            // data `NAME.onnx.data`, a Piper voice's `NAME.onnx.json`).
+            let dir = source.parent().filter(|d| !d.as_os_str().is_empty());
+            let stem = source.file_stem().map(|s| s.to_string_lossy().into_owned());
+            for e in std::fs::read_dir(dir.unwrap_or(Path::new(".")))? {
+                let e = e?;
+                let name = e.file_name().to_string_lossy().into_owned();
+                if stem.as_deref().is_some_and(|s| name.starts_with(s)) {
+                    if let Ok(meta) = std::fs::metadata(e.path()) {
+                        let (len, mtime) = stat(&meta);
+                        out.push((name, len, mtime));
+                    }
+                }
             }
         }
         SourceKind::HuggingFace | SourceKind::Ct2 => walk(source, "", 0, &mut out)?,

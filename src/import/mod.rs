@@ -5,6 +5,7 @@ pub mod cache;
 pub mod ct2;
 pub mod gguf;
 pub mod hf;
+pub mod onnx;
 pub mod requant;
 pub mod source;
 
@@ -58,6 +59,8 @@ pub enum SourceKind {
     HuggingFace,
     /// A CTranslate2 model folder (`model.bin` + `config.json`; Whisper).
     Ct2,
+    /// An ONNX model file (`*.onnx`, weights inside or beside it).
+    Onnx,
 }
 
 /// Detects the source format of `source`: a CTranslate2 or Hugging Face folder,
@@ -106,5 +109,6 @@ pub fn import_as(
         SourceKind::Gguf => gguf::import(source, out, opts),
         SourceKind::HuggingFace => hf::import(source, out, opts),
         SourceKind::Ct2 => ct2::import(source, out, opts),
+        SourceKind::Onnx => onnx::import(source, out, opts),
     }
 }

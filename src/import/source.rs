@@ -38,6 +38,7 @@ impl SourceKind {
             SourceKind::Gguf => "a GGUF file",
             SourceKind::HuggingFace => "a Hugging Face folder",
             SourceKind::Ct2 => "a CTranslate2 folder",
+            SourceKind::Onnx => "an ONNX model",
         }
     }
 }
@@ -62,6 +63,7 @@ pub fn classify(path: &Path) -> Result<Option<SourceKind>, ImportError> {
     match sniff::looks_like(path, &head) {
         Looks::Model => Ok(None),
         Looks::Gguf => Ok(Some(SourceKind::Gguf)),
+        Looks::Onnx => Ok(Some(SourceKind::Onnx)),
         Looks::Other(what) => Err(not_a_source(what)),
     }
 }

@@ -78,6 +78,9 @@ fn not_a_model_reason(path: &Path, head: &[u8]) -> String {
         Looks::Gguf => "it looks like a GGUF file; convert it with `cyb-llm import FILE.gguf`, \
                         or pass it to run / chat / bench directly (imported once into the cache)"
             .into(),
+        Looks::Onnx => "it looks like an ONNX model; convert it with `cyb-llm import FILE.onnx`, \
+                        then run it with `cyb-llm eval`"
+            .into(),
         Looks::Other(what) => format!("it looks like {what}, with no `[cyb]` frontmatter"),
         Looks::Model => "it does not start with a `[cyb]` frontmatter".into(),
     }

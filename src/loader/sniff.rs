@@ -15,6 +15,8 @@ pub enum Looks {
     Model,
     /// The `GGUF` magic.
     Gguf,
+    /// A file named `*.onnx` (an ONNX protobuf model).
+    Onnx,
     /// Anything else, described in a few words ("a ZIP archive", "text").
     Other(&'static str),
 }
@@ -97,7 +99,7 @@ pub fn looks_like(path: &Path, head: &[u8]) -> Looks {
     }
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     if ext.eq_ignore_ascii_case("onnx") {
-        return Looks::Other("an ONNX file, which cyb-llm does not import yet");
+        return Looks::Onnx;
     }
     if is_text(head) {
         let first = head.iter().find(|b| !b.is_ascii_whitespace());

@@ -116,6 +116,15 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
         Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + (-v).exp())),
         Op::Tanh => u.apply(t, f32::tanh),
         Op::Softcap(c) => u.apply(t, |v| c * (v / c).tanh()),
+        Op::Sqrt => u.apply(2, f32::sqrt),
+        Op::Log => u.apply(t, f32::ln),
+        Op::Exp => u.apply(t, f32::exp),
+        Op::Cos => u.apply(t, f32::cos),
+        Op::Sin => u.apply(t, f32::sin),
+        Op::Reciprocal => u.apply(2, |v| 1.0 / v),
+        Op::Neg => u.apply(1, |v| -v),
+        Op::Erf => u.apply(t, crate::backend::cpu::reference::erf),
+        Op::PowScalar(p) => u.apply(t, move |v| crate::backend::cpu::reference::pow_scalar(v, p)),
         _ => return false,
     }
     true

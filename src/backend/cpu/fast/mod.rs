@@ -8,6 +8,7 @@ pub(super) mod attention_block;
 #[cfg(target_arch = "x86_64")]
 mod attention_rows;
 mod elementwise;
+mod image;
 mod linear;
 mod par;
 
@@ -62,8 +63,50 @@ pub fn execute(
                     Ok(())
                 })?)
             } else {
-                reference::execute(op, inputs)
+                one(ctx.tensor_with(shape0, false, |y| {
+                    image::broadcast_binary(pool, op, (&a, a_shape), (&b, b_shape), shape0, y);
+                    Ok(())
+                })?)
             }
+        }
+        Op::BatchMatmul => {
+            let (a, b) = (read(0)?, read(1)?);
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::batch_matmul(
+                    pool,
+                    (&a, &infos[0].shape),
+                    (&b, &infos[1].shape),
+                    shape0,
+                    y,
+                );
+                Ok(())
+            })?)
+        }
+        Op::Conv2d {
+            stride,
+            pads,
+            dilation,
+            groups,
+        } => {
+            let (x, w) = (read(0)?, read(1)?);
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            let args = reference::image::Conv2dArgs {
+                x_shape: &infos[0].shape,
+                w_shape: &infos[1].shape,
+                out_shape: shape0,
+                stride: *stride,
+                pads: *pads,
+                dilation: *dilation,
+                groups: *groups,
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::conv2d(pool, &args, &x, &w, b.as_deref(), y);
+                Ok(())
+            })?)
         }
         op if op.is_unary_map() => {
             let x = read(0)?;

@@ -59,7 +59,29 @@ pub(super) fn unary(op: &Op, x: f32) -> f32 {
         Op::Sigmoid => 1.0 / (1.0 + (-x).exp()),
         Op::Tanh => x.tanh(),
         Op::Softcap(c) => c * (x / c).tanh(),
+        Op::Sqrt => x.sqrt(),
+        Op::Log => x.ln(),
+        Op::Exp => x.exp(),
+        Op::Cos => x.cos(),
+        Op::Sin => x.sin(),
+        Op::Reciprocal => 1.0 / x,
+        Op::Neg => -x,
+        Op::Erf => erf(x),
+        Op::PowScalar(p) => pow_scalar(x, p),
         _ => x,
+    }
+}
+
+/// `x^p`; `p = 2` is `x * x` (exact, as exporters write squares), `p = 0.5` is `sqrt`.
+pub fn pow_scalar(x: f32, p: f32) -> f32 {
+    if p == 2.0 {
+        x * x
+    } else if p == 0.5 {
+        x.sqrt()
+    } else if p == 1.0 {
+        x
+    } else {
+        x.powf(p)
     }
 }
 

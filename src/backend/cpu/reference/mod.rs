@@ -7,6 +7,7 @@
 //! (the dequantizers of [`crate::quant`]).
 
 mod attention;
+pub(crate) mod image;
 mod layout;
 mod math;
 mod norm;
@@ -18,7 +19,7 @@ use crate::error::ExecutionError;
 use std::sync::Arc;
 
 pub(crate) use attention::visible;
-pub use math::{erf, gelu, gelu_tanh, sample, silu};
+pub use math::{erf, gelu, gelu_tanh, pow_scalar, sample, silu};
 
 /// The reference library as a backend. It supports every op.
 #[derive(Debug, Default)]
@@ -101,7 +102,62 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         | Op::LeakyRelu(_)
         | Op::Sigmoid
         | Op::Tanh
-        | Op::Softcap(_) => one(read(0)?.iter().map(|&x| math::unary(op, x)).collect()),
+        | Op::Softcap(_)
+        | Op::Sqrt
+        | Op::Log
+        | Op::Exp
+        | Op::Cos
+        | Op::Sin
+        | Op::Reciprocal
+        | Op::Neg
+        | Op::Erf
+        | Op::PowScalar(_) => one(read(0)?.iter().map(|&x| math::unary(op, x)).collect()),
+        Op::BatchMatmul => one(image::batch_matmul(
+            &read(0)?,
+            &infos[0].shape,
+            &read(1)?,
+            &infos[1].shape,
+            &outs[0].shape,
+        )),
+        Op::Conv2d {
+            stride,
+            pads,
+            dilation,
+            groups,
+        } => {
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            let args = image::Conv2dArgs {
+                x_shape: &infos[0].shape,
+                w_shape: &infos[1].shape,
+                out_shape: &outs[0].shape,
+                stride: *stride,
+                pads: *pads,
+                dilation: *dilation,
+                groups: *groups,
+            };
+            one(image::conv2d(&args, &read(0)?, &read(1)?, b.as_deref()))
+        }
+        Op::AvgPool2d {
+            kernel,
+            stride,
+            pads,
+            count_include_pad,
+        } => one(image::avg_pool2d(
+            &read(0)?,
+            &infos[0].shape,
+            &outs[0].shape,
+            *kernel,
+            *stride,
+            *pads,
+            *count_include_pad,
+        )),
+        Op::ResizeNearest { scales } => {
+            one(image::resize_nearest(&read(0)?, &infos[0].shape, scales))
+        }
         Op::SwiGlu | Op::GeGlu => {
             let act = if *op == Op::SwiGlu { silu } else { gelu };
             let (g, u) = (read(0)?, read(1)?);

@@ -1,0 +1,167 @@
+//! Reference loops of the ops of imported vision and audio graphs: `Conv2d`,
+//! `AvgPool2d`, `ResizeNearest` and `BatchMatmul` (their math is on [`Op`]'s
+//! variants). Reductions accumulate in f64.
+//!
+//! [`Op`]: crate::backend::Op
+
+/// The attributes of a `Conv2d` (see [`crate::backend::Op::Conv2d`]).
+pub(crate) struct Conv2dArgs<'a> {
+    pub x_shape: &'a [usize],
+    pub w_shape: &'a [usize],
+    pub out_shape: &'a [usize],
+    pub stride: [usize; 2],
+    pub pads: [usize; 4],
+    pub dilation: [usize; 2],
+    pub groups: usize,
+}
+
+/// `Conv2d` of `x` by `w` plus `b`, in plain loops.
+pub(super) fn conv2d(a: &Conv2dArgs, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f32> {
+    let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
+    let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);
+    let (ho, wo) = (a.out_shape[2], a.out_shape[3]);
+    let per_group = cout / a.groups;
+    let mut y = vec![0.0f32; n * cout * ho * wo];
+    for b_i in 0..n {
+        for o in 0..cout {
+            let c0 = (o / per_group) * cg;
+            for i in 0..ho {
+                for j in 0..wo {
+                    let mut acc = b.map_or(0.0, |b| b[o] as f64);
+                    for c in 0..cg {
+                        for u in 0..kh {
+                            let r =
+                                (i * a.stride[0] + u * a.dilation[0]) as isize - a.pads[0] as isize;
+                            if r < 0 || r as usize >= h {
+                                continue;
+                            }
+                            for v in 0..kw {
+                                let s = (j * a.stride[1] + v * a.dilation[1]) as isize
+                                    - a.pads[1] as isize;
+                                if s < 0 || s as usize >= wd {
+                                    continue;
+                                }
+                                let xv =
+                                    x[((b_i * cin + c0 + c) * h + r as usize) * wd + s as usize];
+                                let wv = w[((o * cg + c) * kh + u) * kw + v];
+                                acc += xv as f64 * wv as f64;
+                            }
+                        }
+                    }
+                    y[((b_i * cout + o) * ho + i) * wo + j] = acc as f32;
+                }
+            }
+        }
+    }
+    y
+}
+
+/// `AvgPool2d` of `x [B, C, H, W]` into `out_shape`.
+pub(super) fn avg_pool2d(
+    x: &[f32],
+    x_shape: &[usize],
+    out_shape: &[usize],
+    kernel: [usize; 2],
+    stride: [usize; 2],
+    pads: [usize; 4],
+    count_include_pad: bool,
+) -> Vec<f32> {
+    let (planes, h, w) = (x_shape[0] * x_shape[1], x_shape[2], x_shape[3]);
+    let (ho, wo) = (out_shape[2], out_shape[3]);
+    let mut y = vec![0.0f32; planes * ho * wo];
+    for p in 0..planes {
+        for i in 0..ho {
+            for j in 0..wo {
+                let (mut acc, mut inside) = (0.0f64, 0usize);
+                for u in 0..kernel[0] {
+                    let r = (i * stride[0] + u) as isize - pads[0] as isize;
+                    for v in 0..kernel[1] {
+                        let s = (j * stride[1] + v) as isize - pads[1] as isize;
+                        if r >= 0 && (r as usize) < h && s >= 0 && (s as usize) < w {
+                            acc += x[(p * h + r as usize) * w + s as usize] as f64;
+                            inside += 1;
+                        }
+                    }
+                }
+                let count = if count_include_pad {
+                    kernel[0] * kernel[1]
+                } else {
+                    inside.max(1)
+                };
+                y[(p * ho + i) * wo + j] = (acc / count as f64) as f32;
+            }
+        }
+    }
+    y
+}
+
+/// `ResizeNearest`: every output index reads input index `index / scale` per axis.
+pub(super) fn resize_nearest(x: &[f32], x_shape: &[usize], scales: &[usize]) -> Vec<f32> {
+    let out_shape: Vec<usize> = x_shape.iter().zip(scales).map(|(&d, &s)| d * s).collect();
+    let n: usize = out_shape.iter().product();
+    let mut y = Vec::with_capacity(n);
+    let mut idx = vec![0usize; out_shape.len()];
+    for _ in 0..n {
+        let mut src = 0;
+        for (axis, &i) in idx.iter().enumerate() {
+            src = src * x_shape[axis] + i / scales[axis];
+        }
+        y.push(x[src]);
+        for axis in (0..idx.len()).rev() {
+            idx[axis] += 1;
+            if idx[axis] < out_shape[axis] {
+                break;
+            }
+            idx[axis] = 0;
+        }
+    }
+    y
+}
+
+/// The flat offset of batch entry `flat` of `out_batch` in an operand of batch
+/// shape `batch` (broadcast: dims of 1 repeat), in matrices.
+pub(crate) fn batch_offset(flat: usize, out_batch: &[usize], batch: &[usize]) -> usize {
+    let lead = out_batch.len() - batch.len();
+    let (mut rest, mut offset, mut stride) = (flat, 0, 1);
+    for axis in (0..out_batch.len()).rev() {
+        let i = rest % out_batch[axis];
+        rest /= out_batch[axis];
+        if axis >= lead {
+            let d = batch[axis - lead];
+            if d != 1 {
+                offset += i * stride;
+            }
+            stride *= d;
+        }
+    }
+    offset
+}
+
+/// `BatchMatmul` of `a [.., M, K]` and `b [.., K, N]` into `out_shape [.., M, N]`.
+pub(super) fn batch_matmul(
+    a: &[f32],
+    a_shape: &[usize],
+    b: &[f32],
+    b_shape: &[usize],
+    out_shape: &[usize],
+) -> Vec<f32> {
+    let (ra, rb, ro) = (a_shape.len(), b_shape.len(), out_shape.len());
+    let (m, k, n) = (a_shape[ra - 2], a_shape[ra - 1], b_shape[rb - 1]);
+    let out_batch = &out_shape[..ro - 2];
+    let entries: usize = out_batch.iter().product();
+    let mut y = vec![0.0f32; entries * m * n];
+    for e in 0..entries {
+        let ao = batch_offset(e, out_batch, &a_shape[..ra - 2]) * m * k;
+        let bo = batch_offset(e, out_batch, &b_shape[..rb - 2]) * k * n;
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0.0f64;
+                for t in 0..k {
+                    acc += a[ao + i * k + t] as f64 * b[bo + t * n + j] as f64;
+                }
+                y[(e * m + i) * n + j] = acc as f32;
+            }
+        }
+    }
+    y
+}

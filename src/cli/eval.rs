@@ -1,0 +1,195 @@
+//! `cyb-llm eval MODEL --input NAME=FILE.npy ... --output-dir DIR`: the generic
+//! runner of any graph model (an imported ONNX model, say). Inputs are NumPy
+//! `.npy` files named by graph input; every graph output is written as
+//! `DIR/<output name>.npy`.
+
+use super::source::resolve_model_source;
+use super::CmdResult;
+use cyb_llm::backend::{BackendChoice, BackendConfig, Tensor};
+use cyb_llm::graph::{GraphModel, GraphOptions};
+use npyz::WriterBuilder;
+use std::io::BufWriter;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct EvalArgs {
+    /// The .model file (or an .onnx file, imported once into the cache).
+    model: PathBuf,
+    /// A graph input: `NAME=FILE.npy` (f32, C order), once per input.
+    #[arg(short, long = "input", value_name = "NAME=FILE.npy")]
+    inputs: Vec<String>,
+    /// Folder the outputs are written to (made when missing).
+    #[arg(short, long, default_value = ".")]
+    output_dir: PathBuf,
+    /// Backend: auto, cpu, reference, wgpu, nox, ...
+    #[arg(long, default_value = "auto")]
+    backend: String,
+    /// Worker threads (default: physical cores).
+    #[arg(short = 't', long)]
+    threads: Option<usize>,
+    /// Skip the fusion pass.
+    #[arg(long)]
+    no_fuse: bool,
+    /// Run the graph this many times (the outputs are those of the last run;
+    /// --timings reports the fastest).
+    #[arg(long, default_value_t = 1)]
+    repeat: usize,
+    /// Print load and run times on stderr.
+    #[arg(long)]
+    timings: bool,
+    /// Print one JSON line per output (name, shape, file) instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Reads an f32 `.npy` file for graph input `name`.
+fn read_npy(name: &str, path: &Path) -> Result<(Vec<usize>, Vec<f32>), String> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| format!("input `{name}`: cannot read {}: {e}", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])
+        .map_err(|e| format!("input `{name}`: {} is not a .npy file: {e}", path.display()))?;
+    if npy.order() != npyz::Order::C {
+        return Err(format!(
+            "input `{name}`: {} is in Fortran order; save it with numpy.ascontiguousarray",
+            path.display()
+        ));
+    }
+    let dtype = npy.dtype().descr();
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    if dtype != "'<f4'" {
+        return Err(format!(
+            "input `{name}`: {} holds {dtype} values; the graph input is f32 (<f4): convert with .astype(numpy.float32)",
+            path.display()
+        ));
+    }
+    let data = npy
+        .into_vec::<f32>()
+        .map_err(|e| format!("input `{name}`: {}: {e}", path.display()))?;
+    Ok((shape, data))
+}
+
+fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> std::io::Result<()> {
+    let file = BufWriter::new(std::fs::File::create(path)?);
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let mut w = npyz::WriteOptions::<f32>::new()
+        .default_dtype()
+        .shape(&shape)
+        .writer(file)
+        .begin_nd()?;
+    w.extend(data.iter().copied())?;
+    w.finish()
+}
+
+/// A file name for an output: characters outside `[A-Za-z0-9._-]` become `_`.
+fn file_stem(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+pub fn run(a: EvalArgs) -> CmdResult {
+    let file = resolve_model_source(&a.model)?;
+    let start = Instant::now();
+    let model = Arc::new(cyb_llm::load(&file)?);
+    let what = a.model.display().to_string();
+    let mut given: Vec<(String, PathBuf)> = Vec::new();
+    for spec in &a.inputs {
+        let (name, path) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("--input `{spec}`: write it as NAME=FILE.npy"))?;
+        if given.iter().any(|(n, _)| n == name) {
+            return Err(format!("--input `{name}` is given twice").into());
+        }
+        given.push((name.to_string(), PathBuf::from(path)));
+    }
+    let threads = a
+        .threads
+        .unwrap_or_else(|| BackendConfig::default().threads);
+    let opts = GraphOptions {
+        fuse: !a.no_fuse,
+        ..GraphOptions::default()
+    };
+    let gm = GraphModel::with_backend(model, BackendChoice::parse(&a.backend)?, threads, opts)
+        .map_err(|e| format!("{what}: {e}"))?;
+    let gm = Arc::new(gm);
+    let graph = gm.graph();
+    let names: Vec<&str> = graph.input_decls.iter().map(|d| d.name.as_str()).collect();
+    if let Some((n, _)) = given.iter().find(|(n, _)| !names.contains(&n.as_str())) {
+        return Err(format!(
+            "{what}: the graph has no input `{n}`; its inputs: {}",
+            names.join(", ")
+        )
+        .into());
+    }
+    let mut inputs = Vec::with_capacity(names.len());
+    for d in &graph.input_decls {
+        let (_, path) = given.iter().find(|(n, _)| *n == d.name).ok_or_else(|| {
+            format!(
+                "{what}: input `{}` ({} {:?}) is not given: add --input {}=FILE.npy",
+                d.name, d.dtype, d.shape, d.name
+            )
+        })?;
+        let (shape, data) = read_npy(&d.name, path)?;
+        let fits = shape.len() == d.shape.len()
+            && shape
+                .iter()
+                .zip(&d.shape)
+                .all(|(&g, &e)| e < 0 || g as i64 == e);
+        if !fits {
+            return Err(format!(
+                "{what}: input `{}` must have shape {:?} (-1: any size), {} has {shape:?}",
+                d.name,
+                d.shape,
+                path.display()
+            )
+            .into());
+        }
+        inputs.push(Tensor::from_f32(&shape, data)?);
+    }
+    let load_ms = start.elapsed().as_secs_f64() * 1e3;
+    let mut session = gm.session()?;
+    let mut best = f64::INFINITY;
+    let mut outputs = Vec::new();
+    for _ in 0..a.repeat.max(1) {
+        let t = Instant::now();
+        outputs = session.run(&inputs, 0)?;
+        best = best.min(t.elapsed().as_secs_f64() * 1e3);
+    }
+    std::fs::create_dir_all(&a.output_dir)
+        .map_err(|e| format!("cannot make {}: {e}", a.output_dir.display()))?;
+    let backend = gm.dispatcher().primary();
+    for (t, &vi) in outputs.iter().zip(&graph.outputs) {
+        let name = &graph.values[vi].name;
+        let values = backend.try_download_f32(t)?;
+        let path = a.output_dir.join(format!("{}.npy", file_stem(name)));
+        write_npy(&path, t.shape(), &values)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        if a.json {
+            println!(
+                "{}",
+                serde_json::json!({"output": name, "shape": t.shape(), "file": path.display().to_string()})
+            );
+        } else {
+            println!("{name} {:?} -> {}", t.shape(), path.display());
+        }
+    }
+    if a.timings {
+        eprintln!(
+            "timings: load {load_ms:.1} ms, run {best:.1} ms (fastest of {}), {} nodes ({} fused groups) on {}",
+            a.repeat.max(1),
+            graph.nodes.len(),
+            gm.fused_count(),
+            gm.dispatcher().primary().name()
+        );
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,220 @@
+//! The ONNX importer: `cyb-llm import MODEL.onnx` writes the graph as the
+//! `graph` section (our IR, run by the graph executor), the constants it
+//! reads as f32 tensors, and the inputs with their symbolic dimensions.
+//!
+//! - [`proto`]: the `onnx.proto` messages, decoded with `prost`;
+//! - `tensor`: initializer values (raw, typed or external data);
+//! - `translate`: node by node into IR nodes, folding shape arithmetic and
+//!   constant subgraphs;
+//! - `sym`: import-time dimensions (known, or a multiple of a symbolic one).
+//!
+//! Opsets 13 to 21 of the default domain are read; any other domain, opset
+//! or op is [`ImportError::UnsupportedOp`] naming the node.
+
+pub mod proto;
+mod sym;
+mod tensor;
+mod translate;
+
+use super::ImportOptions;
+use crate::error::ImportError;
+use crate::loader::config::{Architecture, Config};
+use crate::loader::writer::{ModelWriter, PendingTensor};
+use prost::Message;
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::path::Path;
+use sym::Sym;
+use translate::{Attr, OnnxNode, Translator};
+
+/// The default-domain opsets this importer reads.
+pub const OPSETS: std::ops::RangeInclusive<i64> = 13..=21;
+
+fn format_err(path: &Path, reason: impl Into<String>) -> ImportError {
+    ImportError::Format {
+        path: path.to_path_buf(),
+        reason: reason.into(),
+    }
+}
+
+fn attrs(node: &proto::NodeProto, dir: &Path) -> Result<HashMap<String, Attr>, String> {
+    node.attribute
+        .iter()
+        .map(|a| {
+            let v = match a.r#type {
+                1 => Attr::Float(a.f),
+                2 => Attr::Int(a.i),
+                3 => Attr::Str(String::from_utf8_lossy(&a.s).into_owned()),
+                4 => Attr::Tensor(tensor::value(
+                    a.t.as_ref()
+                        .ok_or_else(|| format!("attribute `{}` has no tensor", a.name))?,
+                    dir,
+                )?),
+                6 => Attr::Floats(a.floats.clone()),
+                7 => Attr::Ints(a.ints.clone()),
+                t => {
+                    return Err(format!(
+                    "attribute `{}` has type {t} (graphs, strings and tensor lists are not read)",
+                    a.name
+                ))
+                }
+            };
+            Ok((a.name.clone(), v))
+        })
+        .collect()
+}
+
+/// Decodes the ONNX model at `source`.
+pub fn read(source: &Path) -> Result<proto::ModelProto, ImportError> {
+    let bytes = std::fs::read(source).map_err(|e| ImportError::Io {
+        path: source.to_path_buf(),
+        source: e,
+    })?;
+    proto::ModelProto::decode(bytes.as_slice()).map_err(|e| {
+        format_err(
+            source,
+            format!("not a valid ONNX model (protobuf decode failed: {e}); the file may be truncated or corrupt"),
+        )
+    })
+}
+
+/// Imports the ONNX model `source` into the `.model` file `out`.
+pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), ImportError> {
+    let model = read(source)?;
+    let dir = source.parent().unwrap_or(Path::new("."));
+    let opset = model
+        .opset_import
+        .iter()
+        .find(|o| o.domain.is_empty() || o.domain == "ai.onnx")
+        .map(|o| o.version)
+        .ok_or_else(|| format_err(source, "the model imports no default-domain opset"))?;
+    let graph = model
+        .graph
+        .as_ref()
+        .ok_or_else(|| format_err(source, "the model has no graph"))?;
+    let mut initializers = Vec::with_capacity(graph.initializer.len());
+    for t in &graph.initializer {
+        let v = tensor::value(t, dir).map_err(|r| format_err(source, r))?;
+        initializers.push((t.name.clone(), v));
+    }
+    let init_names: std::collections::HashSet<&str> =
+        graph.initializer.iter().map(|t| t.name.as_str()).collect();
+    let mut tr = Translator::new(initializers);
+    for (i, input) in graph.input.iter().enumerate() {
+        if init_names.contains(input.name.as_str()) {
+            continue;
+        }
+        let tt = input
+            .r#type
+            .as_ref()
+            .and_then(|t| t.tensor_type.as_ref())
+            .ok_or_else(|| {
+                format_err(
+                    source,
+                    format!("graph input `{}` is not a tensor", input.name),
+                )
+            })?;
+        if tt.elem_type != 1 {
+            return Err(ImportError::Unsupported {
+                path: source.to_path_buf(),
+                reason: format!(
+                    "graph input `{}` has ONNX data type {}; only f32 inputs are supported yet",
+                    input.name, tt.elem_type
+                ),
+            });
+        }
+        let dims = tt
+            .shape
+            .as_ref()
+            .map(|s| s.dim.as_slice())
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .map(|(d, dim)| match (&dim.dim_value, &dim.dim_param) {
+                (Some(v), _) if *v >= 0 => Sym::known(*v),
+                (_, Some(p)) if !p.is_empty() => Sym::var(p),
+                _ => Sym::var(&format!("{}_dim{d}_{i}", input.name)),
+            })
+            .collect();
+        tr.input(&input.name, dims);
+    }
+    for (index, node) in graph.node.iter().enumerate() {
+        let unsupported = |reason: String| ImportError::UnsupportedOp {
+            path: source.to_path_buf(),
+            index,
+            node: if node.name.is_empty() {
+                node.output.first().cloned().unwrap_or_default()
+            } else {
+                node.name.clone()
+            },
+            op: node.op_type.clone(),
+            opset,
+            reason,
+        };
+        if !(node.domain.is_empty() || node.domain == "ai.onnx") {
+            return Err(unsupported(format!(
+                "domain `{}` is not supported",
+                node.domain
+            )));
+        }
+        if !OPSETS.contains(&opset) {
+            return Err(unsupported(format!(
+                "opset {opset} is not supported (opsets {}-{} are)",
+                OPSETS.start(),
+                OPSETS.end()
+            )));
+        }
+        let decoded = OnnxNode {
+            op_type: &node.op_type,
+            inputs: &node.input,
+            outputs: &node.output,
+            attrs: attrs(node, dir).map_err(&unsupported)?,
+        };
+        tr.node(&decoded).map_err(&unsupported)?;
+    }
+    let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
+    let done = tr.finish(&outputs).map_err(|r| format_err(source, r))?;
+
+    let name = opts.name.clone().unwrap_or_else(|| {
+        source
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut writer = ModelWriter::new(name);
+    let mut parameters = 0u64;
+    for w in &done.weights {
+        parameters += w.data.len() as u64;
+        writer.add_tensor(PendingTensor {
+            name: w.name.clone(),
+            shape: w.shape.clone(),
+            dtype: crate::dtype::DType::F32,
+            scale: None,
+            data: Cow::Owned(bytemuck::cast_slice(w.data.as_slice()).to_vec()),
+        })?;
+    }
+    let mut extra = toml::Table::new();
+    let mut onnx = toml::Table::new();
+    onnx.insert("opset".into(), toml::Value::Integer(opset));
+    onnx.insert("ir_version".into(), toml::Value::Integer(model.ir_version));
+    onnx.insert(
+        "producer".into(),
+        toml::Value::String(
+            format!("{} {}", model.producer_name, model.producer_version)
+                .trim()
+                .to_string(),
+        ),
+    );
+    extra.insert("onnx".into(), toml::Value::Table(onnx));
+    let config = Config {
+        model_type: "onnx".into(),
+        parameters: Some(parameters),
+        architecture: Architecture {
+            extra,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    writer.set_config(&config)?;
+    writer.set_section("graph", done.doc.to_toml());
+    writer.write(out)
+}

@@ -1,0 +1,122 @@
+//! Import-time dimensions and integer values: a known number, or a multiple
+//! of one symbolic dimension of the graph's inputs (`batch`, `2 * batch`).
+//! Shape arithmetic over these is folded at import; what cannot be written
+//! this way is an error naming the node.
+
+use std::fmt;
+
+/// `coef` alone, or `coef * var`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sym {
+    /// The factor (the value itself when `var` is none).
+    pub coef: i64,
+    /// The symbolic dimension, if any.
+    pub var: Option<String>,
+}
+
+impl fmt::Display for Sym {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.var, self.coef) {
+            (None, c) => write!(f, "{c}"),
+            (Some(v), 1) => write!(f, "{v}"),
+            (Some(v), c) => write!(f, "{c}*{v}"),
+        }
+    }
+}
+
+impl Sym {
+    /// A known value.
+    pub fn known(v: i64) -> Sym {
+        Sym { coef: v, var: None }
+    }
+
+    /// The symbolic dimension `name`.
+    pub fn var(name: &str) -> Sym {
+        Sym {
+            coef: 1,
+            var: Some(name.to_string()),
+        }
+    }
+
+    /// The value when known.
+    pub fn value(&self) -> Option<i64> {
+        self.var.is_none().then_some(self.coef)
+    }
+
+    /// The value as a dimension when known and >= 0.
+    pub fn dim(&self) -> Option<usize> {
+        self.value().and_then(|v| usize::try_from(v).ok())
+    }
+
+    /// The value with every symbolic dimension set to `probe`.
+    pub fn at(&self, probe: i64) -> i64 {
+        match self.var {
+            Some(_) => self.coef * probe,
+            None => self.coef,
+        }
+    }
+
+    /// `self * other`, when at most one of them is symbolic.
+    pub fn mul(&self, other: &Sym) -> Option<Sym> {
+        match (&self.var, &other.var) {
+            (Some(_), Some(_)) => None,
+            (v, None) | (None, v) => Some(Sym {
+                coef: self.coef * other.coef,
+                var: v.clone(),
+            }),
+        }
+    }
+
+    /// `self / other` (truncating), when exact or both known.
+    pub fn div(&self, other: &Sym) -> Option<Sym> {
+        match (&self.var, &other.var) {
+            (None, None) if other.coef != 0 => Some(Sym::known(self.coef / other.coef)),
+            (Some(a), Some(b)) if a == b && other.coef != 0 && self.coef % other.coef == 0 => {
+                Some(Sym::known(self.coef / other.coef))
+            }
+            (Some(_), None) if other.coef != 0 && self.coef % other.coef == 0 => Some(Sym {
+                coef: self.coef / other.coef,
+                var: self.var.clone(),
+            }),
+            _ => None,
+        }
+    }
+
+    /// `self + other` (or `-` with `sign = -1`), when both are known or
+    /// multiples of the same dimension.
+    pub fn add(&self, other: &Sym, sign: i64) -> Option<Sym> {
+        match (&self.var, &other.var) {
+            (None, None) => Some(Sym::known(self.coef + sign * other.coef)),
+            (Some(a), Some(b)) if a == b => {
+                let coef = self.coef + sign * other.coef;
+                Some(if coef == 0 {
+                    Sym::known(0)
+                } else {
+                    Sym {
+                        coef,
+                        var: Some(a.clone()),
+                    }
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// The product of `dims`, when at most one is symbolic.
+    pub fn product(dims: &[Sym]) -> Option<Sym> {
+        dims.iter().try_fold(Sym::known(1), |acc, d| acc.mul(d))
+    }
+
+    /// The dimension two probes of an op's shape rule gave (every symbolic
+    /// dimension set to 3, then 5): known when equal, else `coef * var`.
+    pub fn from_probes(a: usize, b: usize, var: &str) -> Option<Sym> {
+        if a == b {
+            return Some(Sym::known(a as i64));
+        }
+        let coef = (b as i64 - a as i64) / 2;
+        (coef > 0 && coef * 3 == a as i64).then(|| Sym {
+            coef,
+            var: Some(var.to_string()),
+        })
+    }
+}

@@ -1,0 +1,1364 @@
+//! ONNX graph -> graph IR. Walks the nodes in their (topological) order and
+//! keeps, per ONNX value, what is known at import:
+//!
+//! - [`Val::Ints`]: an integer tensor whose values are known, or multiples of
+//!   a symbolic input dimension (shape arithmetic: `Shape`, `Gather`,
+//!   `Concat`, ... are folded here and never reach the executor);
+//! - [`Val::Floats`]: an f32 constant (initializers, `Constant` nodes, and
+//!   float subgraphs of constants, folded with the CPU reference ops); it
+//!   becomes a tensor of the weights section when a run-time node reads it;
+//! - [`Val::Dyn`]: a run-time f32 value of the IR, with its symbolic shape.
+//!
+//! Each ONNX node becomes zero or more IR nodes. An op, attribute or form this
+//! importer does not translate is an error naming the node, its op type and
+//! the opset — at import, never at the first run.
+
+use super::sym::Sym;
+use crate::backend::cpu::reference;
+use crate::backend::{Op, Tensor, TensorInfo};
+use crate::dtype::DType;
+use crate::graph::{GraphDoc, InputDecl, NodeDecl};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// An f32 constant's shape and values.
+type Constant = (Vec<usize>, Arc<Vec<f32>>);
+
+/// What the importer knows of one ONNX value.
+#[derive(Debug, Clone)]
+pub enum Val {
+    /// Integer (or bool) values known at import.
+    Ints { shape: Vec<usize>, data: Vec<Sym> },
+    /// An f32 constant.
+    Floats {
+        shape: Vec<usize>,
+        data: Arc<Vec<f32>>,
+    },
+    /// A run-time f32 value: its IR name and symbolic shape.
+    Dyn { name: String, shape: Vec<Sym> },
+}
+
+/// A constant the IR reads: becomes a tensor of the weights section.
+pub struct WeightOut {
+    pub name: String,
+    pub shape: Vec<usize>,
+    pub data: Arc<Vec<f32>>,
+}
+
+/// The translation: the graph section and the tensors it reads.
+pub struct Translated {
+    pub doc: GraphDoc,
+    pub weights: Vec<WeightOut>,
+}
+
+/// Why a node does not translate: the node's position and name are added by the caller.
+pub type Why = String;
+
+/// An ONNX attribute value, decoded.
+#[derive(Debug, Clone)]
+pub enum Attr {
+    Float(f32),
+    Int(i64),
+    Str(String),
+    Tensor(Val),
+    Floats(Vec<f32>),
+    Ints(Vec<i64>),
+}
+
+/// One ONNX node, decoded: op type, inputs (`""` = absent), outputs, attributes.
+pub struct OnnxNode<'a> {
+    pub op_type: &'a str,
+    pub inputs: &'a [String],
+    pub outputs: &'a [String],
+    pub attrs: HashMap<String, Attr>,
+}
+
+impl OnnxNode<'_> {
+    fn int(&self, key: &str, default: i64) -> Result<i64, Why> {
+        match self.attrs.get(key) {
+            None => Ok(default),
+            Some(Attr::Int(i)) => Ok(*i),
+            Some(a) => Err(format!("attribute `{key}` must be an int, got {a:?}")),
+        }
+    }
+
+    fn float(&self, key: &str, default: f32) -> Result<f32, Why> {
+        match self.attrs.get(key) {
+            None => Ok(default),
+            Some(Attr::Float(f)) => Ok(*f),
+            Some(a) => Err(format!("attribute `{key}` must be a float, got {a:?}")),
+        }
+    }
+
+    fn string(&self, key: &str, default: &str) -> Result<String, Why> {
+        match self.attrs.get(key) {
+            None => Ok(default.to_string()),
+            Some(Attr::Str(s)) => Ok(s.clone()),
+            Some(a) => Err(format!("attribute `{key}` must be a string, got {a:?}")),
+        }
+    }
+
+    fn ints(&self, key: &str) -> Result<Option<Vec<i64>>, Why> {
+        match self.attrs.get(key) {
+            None => Ok(None),
+            Some(Attr::Ints(v)) => Ok(Some(v.clone())),
+            Some(a) => Err(format!(
+                "attribute `{key}` must be a list of ints, got {a:?}"
+            )),
+        }
+    }
+
+    /// Input `i`, when present (ONNX marks a skipped optional input with `""`).
+    fn input(&self, i: usize) -> Option<&str> {
+        self.inputs
+            .get(i)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    fn output(&self, i: usize) -> Result<&str, Why> {
+        self.outputs
+            .get(i)
+            .map(String::as_str)
+            .ok_or_else(|| format!("needs output {i}"))
+    }
+}
+
+/// The translation state.
+pub struct Translator {
+    vals: HashMap<String, Val>,
+    /// ONNX value name -> name of its tensor in the weights section.
+    emitted: HashMap<String, String>,
+    weights: Vec<WeightOut>,
+    nodes: Vec<NodeDecl>,
+    inputs: Vec<InputDecl>,
+    /// The symbolic dimension names of the inputs (the first is used when
+    /// reading an op's shape rule back from its probes).
+    vars: Vec<String>,
+    fresh: usize,
+}
+
+fn normalize_axis(axis: i64, rank: usize) -> Result<usize, Why> {
+    let r = rank as i64;
+    let a = if axis < 0 { axis + r } else { axis };
+    if (0..r.max(1)).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(format!("axis {axis} is out of range for rank {rank}"))
+    }
+}
+
+fn known_dims(shape: &[Sym], what: &str) -> Result<Vec<usize>, Why> {
+    shape
+        .iter()
+        .map(|d| {
+            d.dim()
+                .ok_or_else(|| format!("{what}: dimension `{d}` must be known at import"))
+        })
+        .collect()
+}
+
+fn syms(dims: &[usize]) -> Vec<Sym> {
+    dims.iter().map(|&d| Sym::known(d as i64)).collect()
+}
+
+/// NumPy broadcast of two symbolic shapes.
+fn broadcast(a: &[Sym], b: &[Sym]) -> Result<Vec<Sym>, Why> {
+    let rank = a.len().max(b.len());
+    let one = Sym::known(1);
+    (0..rank)
+        .map(|i| {
+            let da = if i + a.len() >= rank {
+                &a[i + a.len() - rank]
+            } else {
+                &one
+            };
+            let db = if i + b.len() >= rank {
+                &b[i + b.len() - rank]
+            } else {
+                &one
+            };
+            if da == db || *db == one {
+                Ok(da.clone())
+            } else if *da == one {
+                Ok(db.clone())
+            } else {
+                Err(format!("shapes {a:?} and {b:?} do not broadcast"))
+            }
+        })
+        .collect()
+}
+
+impl Translator {
+    /// A translator holding the initializers as constants.
+    pub fn new(initializers: Vec<(String, Val)>) -> Translator {
+        Translator {
+            vals: initializers.into_iter().collect(),
+            emitted: HashMap::new(),
+            weights: Vec::new(),
+            nodes: Vec::new(),
+            inputs: Vec::new(),
+            vars: Vec::new(),
+            fresh: 0,
+        }
+    }
+
+    /// Declares graph input `name`: f32 with dims known or symbolic (`None` dim names
+    /// an unknown dimension, which becomes a symbolic one of its own).
+    pub fn input(&mut self, name: &str, dims: Vec<Sym>) {
+        for d in &dims {
+            if let Some(v) = &d.var {
+                if !self.vars.contains(v) {
+                    self.vars.push(v.clone());
+                }
+            }
+        }
+        let shape = dims.iter().map(|d| d.value().unwrap_or(-1)).collect();
+        self.inputs.push(InputDecl {
+            name: name.to_string(),
+            dtype: "f32".into(),
+            shape,
+        });
+        self.vals.insert(
+            name.to_string(),
+            Val::Dyn {
+                name: name.to_string(),
+                shape: dims,
+            },
+        );
+    }
+
+    /// The graph and its tensors, with `outputs` returned.
+    pub fn finish(self, outputs: &[String]) -> Result<Translated, Why> {
+        let mut names = Vec::new();
+        for o in outputs {
+            match self.vals.get(o) {
+                Some(Val::Dyn { name, .. }) => names.push(name.clone()),
+                Some(_) => {
+                    return Err(format!(
+                        "graph output `{o}` is a constant; an output computed from the inputs is needed"
+                    ))
+                }
+                None => return Err(format!("graph output `{o}` is not produced by any node")),
+            }
+        }
+        Ok(Translated {
+            doc: GraphDoc {
+                version: 1,
+                inputs: self.inputs,
+                outputs: names,
+                state: Vec::new(),
+                nodes: self.nodes,
+            },
+            weights: self.weights,
+        })
+    }
+
+    fn val(&self, name: &str) -> Result<&Val, Why> {
+        self.vals.get(name).ok_or_else(|| {
+            format!("input `{name}` is not a graph input, initializer or earlier output")
+        })
+    }
+
+    fn set(&mut self, name: &str, v: Val) {
+        self.vals.insert(name.to_string(), v);
+    }
+
+    fn fresh_name(&mut self, base: &str) -> String {
+        self.fresh += 1;
+        format!("{base}::{}", self.fresh)
+    }
+
+    /// The symbolic shape of a value.
+    fn shape_of(&self, name: &str) -> Result<Vec<Sym>, Why> {
+        Ok(match self.val(name)? {
+            Val::Ints { shape, .. } | Val::Floats { shape, .. } => syms(shape),
+            Val::Dyn { shape, .. } => shape.clone(),
+        })
+    }
+
+    /// The IR name of an f32 operand: a run-time value, or a constant written
+    /// to the weights section (once).
+    fn operand(&mut self, name: &str) -> Result<String, Why> {
+        match self.val(name)?.clone() {
+            Val::Dyn { name, .. } => Ok(name),
+            Val::Floats { shape, data } => {
+                if let Some(w) = self.emitted.get(name) {
+                    return Ok(w.clone());
+                }
+                let w = format!("onnx::{name}");
+                self.weights.push(WeightOut {
+                    name: w.clone(),
+                    shape,
+                    data,
+                });
+                self.emitted.insert(name.to_string(), w.clone());
+                Ok(w)
+            }
+            Val::Ints { shape, data } => {
+                let values = data
+                    .iter()
+                    .map(|d| d.value().map(|v| v as f32))
+                    .collect::<Option<Vec<f32>>>()
+                    .ok_or_else(|| {
+                        format!("integer value `{name}` depends on a symbolic dimension and is read as data; run-time integer tensors are not supported yet")
+                    })?;
+                self.set(
+                    name,
+                    Val::Floats {
+                        shape,
+                        data: Arc::new(values),
+                    },
+                );
+                self.operand(name)
+            }
+        }
+    }
+
+    fn ints_of(&self, name: &str) -> Result<(Vec<usize>, Vec<Sym>), Why> {
+        match self.val(name)? {
+            Val::Ints { shape, data } => Ok((shape.clone(), data.clone())),
+            Val::Floats { shape, data } => Ok((
+                shape.clone(),
+                data.iter().map(|&f| Sym::known(f as i64)).collect(),
+            )),
+            Val::Dyn { .. } => Err(format!(
+                "`{name}` must be known at import (a constant or shape arithmetic); run-time integer tensors are not supported yet"
+            )),
+        }
+    }
+
+    fn known_ints(&self, name: &str) -> Result<Vec<i64>, Why> {
+        self.ints_of(name)?
+            .1
+            .iter()
+            .map(|d| {
+                d.value().ok_or_else(|| {
+                    format!("`{name}` has the symbolic value `{d}`; a number is needed")
+                })
+            })
+            .collect()
+    }
+
+    fn floats_of(&self, name: &str) -> Option<Constant> {
+        match self.vals.get(name)? {
+            Val::Floats { shape, data } => Some((shape.clone(), data.clone())),
+            Val::Ints { shape, data } => {
+                let v: Option<Vec<f32>> =
+                    data.iter().map(|d| d.value().map(|x| x as f32)).collect();
+                Some((shape.clone(), Arc::new(v?)))
+            }
+            Val::Dyn { .. } => None,
+        }
+    }
+
+    fn scalar_f32(&self, name: &str) -> Result<f32, Why> {
+        match self.floats_of(name) {
+            Some((_, d)) if d.len() == 1 => Ok(d[0]),
+            _ => Err(format!("`{name}` must be a constant scalar")),
+        }
+    }
+
+    /// Output shapes of backend `op` on symbolic inputs, read back from two probes.
+    fn infer(&self, op: &Op, ins: &[Vec<Sym>]) -> Result<Vec<Vec<Sym>>, Why> {
+        let var = self.vars.first().cloned().unwrap_or_default();
+        let mut runs = Vec::new();
+        for probe in [3i64, 5] {
+            let infos = ins
+                .iter()
+                .map(|s| {
+                    let dims = s
+                        .iter()
+                        .map(|d| {
+                            usize::try_from(d.at(probe))
+                                .map_err(|_| format!("negative dimension {d}"))
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(TensorInfo::new(&dims, DType::F32))
+                })
+                .collect::<Result<Vec<_>, Why>>()?;
+            runs.push(op.infer(&infos).map_err(|e| e.to_string())?);
+        }
+        runs[0]
+            .iter()
+            .zip(&runs[1])
+            .map(|(a, b)| {
+                a.shape
+                    .iter()
+                    .zip(&b.shape)
+                    .map(|(&x, &y)| {
+                        Sym::from_probes(x, y, &var).ok_or_else(|| {
+                            format!("an output dimension of {} is not a multiple of `{var}` ({x} at {var}=3, {y} at {var}=5)", op.name())
+                        })
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Applies backend `op` to the ONNX values `ins`, naming the results `outs`:
+    /// folded with the reference ops when every input is a constant, else IR nodes.
+    fn apply(&mut self, op: Op, ins: &[&str], outs: &[&str]) -> Result<(), Why> {
+        let consts: Option<Vec<Constant>> = ins.iter().map(|n| self.floats_of(n)).collect();
+        if let Some(consts) = consts {
+            let tensors = consts
+                .iter()
+                .map(|(s, d)| Tensor::from_f32(s, d.to_vec()))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let results = reference::execute(&op, &tensors).map_err(|e| e.to_string())?;
+            for (name, t) in outs.iter().zip(results) {
+                let data = t.read_f32("fold").map_err(|e| e.to_string())?.to_vec();
+                self.set(
+                    name,
+                    Val::Floats {
+                        shape: t.shape().to_vec(),
+                        data: Arc::new(data),
+                    },
+                );
+            }
+            return Ok(());
+        }
+        let shapes = ins
+            .iter()
+            .map(|n| self.shape_of(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let out_shapes = self.infer(&op, &shapes)?;
+        let operands = ins
+            .iter()
+            .map(|n| self.operand(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let gop = crate::graph::GraphOp::Fixed(op);
+        self.push_node(gop.name(), gop.attrs(), operands, outs, out_shapes);
+        Ok(())
+    }
+
+    fn push_node(
+        &mut self,
+        op: &str,
+        attrs: toml::Table,
+        inputs: Vec<String>,
+        outs: &[&str],
+        shapes: Vec<Vec<Sym>>,
+    ) {
+        let id = self.nodes.len();
+        self.nodes.push(NodeDecl {
+            id,
+            op: op.to_string(),
+            inputs,
+            outputs: outs.iter().map(|s| s.to_string()).collect(),
+            attrs,
+            backend_hint: None,
+        });
+        for (name, shape) in outs.iter().zip(shapes) {
+            self.set(
+                name,
+                Val::Dyn {
+                    name: name.to_string(),
+                    shape,
+                },
+            );
+        }
+    }
+
+    /// `x` viewed as `target` (same element count; symbolic dims allowed, at
+    /// most one of them).
+    fn reshape(&mut self, x: &str, target: Vec<Sym>, out: &str) -> Result<(), Why> {
+        match self.val(x)?.clone() {
+            Val::Ints { data, .. } => {
+                let shape = known_dims(&target, "reshape of an integer constant")?;
+                self.set(out, Val::Ints { shape, data });
+            }
+            Val::Floats { data, .. } => {
+                let shape = known_dims(&target, "reshape of a constant")?;
+                self.set(out, Val::Floats { shape, data });
+            }
+            Val::Dyn { name, .. } => {
+                if target.iter().filter(|d| d.var.is_some()).count() > 1 {
+                    return Err(format!(
+                        "reshape to {target:?} has more than one symbolic dimension"
+                    ));
+                }
+                let ir: Vec<toml::Value> = target
+                    .iter()
+                    .map(|d| toml::Value::Integer(d.value().unwrap_or(-1)))
+                    .collect();
+                let mut attrs = toml::Table::new();
+                attrs.insert("shape".into(), toml::Value::Array(ir));
+                self.push_node("Reshape", attrs, vec![name], &[out], vec![target]);
+            }
+        }
+        Ok(())
+    }
+
+    /// Translates one node.
+    pub fn node(&mut self, n: &OnnxNode) -> Result<(), Why> {
+        let in0 = || n.input(0).ok_or_else(|| "needs input 0".to_string());
+        let out0 = n.output(0)?;
+        match n.op_type {
+            "Constant" => {
+                let v = match n.attrs.iter().next() {
+                    Some((_, Attr::Tensor(v))) => v.clone(),
+                    Some((k, Attr::Float(f))) if k == "value_float" => Val::Floats {
+                        shape: vec![],
+                        data: Arc::new(vec![*f]),
+                    },
+                    Some((k, Attr::Floats(f))) if k == "value_floats" => Val::Floats {
+                        shape: vec![f.len()],
+                        data: Arc::new(f.clone()),
+                    },
+                    Some((k, Attr::Int(i))) if k == "value_int" => Val::Ints {
+                        shape: vec![],
+                        data: vec![Sym::known(*i)],
+                    },
+                    Some((k, Attr::Ints(i))) if k == "value_ints" => Val::Ints {
+                        shape: vec![i.len()],
+                        data: i.iter().map(|&x| Sym::known(x)).collect(),
+                    },
+                    other => return Err(format!("unsupported Constant attribute {other:?}")),
+                };
+                self.set(out0, v);
+            }
+            "Identity" => {
+                let v = self.val(in0()?)?.clone();
+                self.set(out0, v);
+            }
+            "Shape" => {
+                let shape = self.shape_of(in0()?)?;
+                let r = shape.len() as i64;
+                let clamp = |i: i64| (if i < 0 { i + r } else { i }).clamp(0, r) as usize;
+                let start = clamp(n.int("start", 0)?);
+                let end = clamp(n.int("end", r)?).max(start);
+                let data = shape[start..end].to_vec();
+                self.set(
+                    out0,
+                    Val::Ints {
+                        shape: vec![data.len()],
+                        data,
+                    },
+                );
+            }
+            "Cast" => {
+                let to = n.int("to", 1)?;
+                match (self.val(in0()?)?.clone(), to) {
+                    (v @ Val::Dyn { .. }, 1) => self.set(out0, v),
+                    (Val::Dyn { .. }, t) => {
+                        return Err(format!("Cast of a run-time value to data type {t}: run-time integer tensors are not supported yet"))
+                    }
+                    (Val::Ints { shape, data }, 1) => {
+                        let f = data
+                            .iter()
+                            .map(|d| d.value().map(|v| v as f32))
+                            .collect::<Option<Vec<_>>>()
+                            .ok_or("Cast of a symbolic value to float")?;
+                        self.set(out0, Val::Floats { shape, data: Arc::new(f) });
+                    }
+                    (v @ Val::Ints { .. }, _) => self.set(out0, v),
+                    (v @ Val::Floats { .. }, 1) => self.set(out0, v),
+                    (Val::Floats { shape, data }, t) => {
+                        let bool_like = t == 9;
+                        let ints = data
+                            .iter()
+                            .map(|&f| Sym::known(if bool_like { (f != 0.0) as i64 } else { f as i64 }))
+                            .collect();
+                        self.set(out0, Val::Ints { shape, data: ints });
+                    }
+                }
+            }
+            "Unsqueeze" | "Squeeze" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let axes = match n.input(1) {
+                    Some(a) => Some(self.known_ints(a)?),
+                    None => n.ints("axes")?,
+                };
+                let target = if n.op_type == "Unsqueeze" {
+                    let axes = axes.ok_or("Unsqueeze needs axes")?;
+                    let rank = shape.len() + axes.len();
+                    let mut at = axes
+                        .iter()
+                        .map(|&a| normalize_axis(a, rank))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    at.sort_unstable();
+                    let mut src = shape.into_iter();
+                    (0..rank)
+                        .map(|i| {
+                            if at.contains(&i) {
+                                Ok(Sym::known(1))
+                            } else {
+                                src.next().ok_or_else(|| "bad Unsqueeze axes".to_string())
+                            }
+                        })
+                        .collect::<Result<Vec<_>, _>>()?
+                } else {
+                    let rank = shape.len();
+                    let drop = match axes {
+                        Some(a) => a
+                            .iter()
+                            .map(|&a| normalize_axis(a, rank))
+                            .collect::<Result<Vec<_>, _>>()?,
+                        None => (0..rank).filter(|&i| shape[i] == Sym::known(1)).collect(),
+                    };
+                    for &d in &drop {
+                        if shape[d] != Sym::known(1) {
+                            return Err(format!("Squeeze of axis {d}, of size {}", shape[d]));
+                        }
+                    }
+                    shape
+                        .into_iter()
+                        .enumerate()
+                        .filter(|(i, _)| !drop.contains(i))
+                        .map(|(_, d)| d)
+                        .collect()
+                };
+                self.reshape(x, target, out0)?;
+            }
+            "Reshape" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let (_, spec) = self.ints_of(n.input(1).ok_or("Reshape needs its shape input")?)?;
+                let allowzero = n.int("allowzero", 0)? != 0;
+                let mut target = Vec::with_capacity(spec.len());
+                let mut infer_at = None;
+                for (i, d) in spec.iter().enumerate() {
+                    match d.value() {
+                        Some(0) if !allowzero => {
+                            target.push(shape.get(i).cloned().ok_or_else(|| {
+                                format!("Reshape copies dim {i} of a rank-{} input", shape.len())
+                            })?)
+                        }
+                        Some(-1) => {
+                            if infer_at.replace(i).is_some() {
+                                return Err("Reshape shape has two -1".into());
+                            }
+                            target.push(Sym::known(1));
+                        }
+                        Some(v) if v < 0 => return Err(format!("Reshape shape has {v}")),
+                        _ => target.push(d.clone()),
+                    }
+                }
+                if let Some(i) = infer_at {
+                    let total = Sym::product(&shape)
+                        .ok_or("Reshape of a shape with two symbolic dimensions")?;
+                    let rest = Sym::product(&target)
+                        .ok_or("Reshape target with two symbolic dimensions")?;
+                    target[i] = total.div(&rest).ok_or_else(|| {
+                        format!("Reshape: {total} elements do not divide by {rest}")
+                    })?;
+                }
+                self.reshape(x, target, out0)?;
+            }
+            "Flatten" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let axis = normalize_axis(n.int("axis", 1)?, shape.len() + 1)?;
+                let a = Sym::product(&shape[..axis]).ok_or("Flatten of two symbolic dims")?;
+                let b = Sym::product(&shape[axis..]).ok_or("Flatten of two symbolic dims")?;
+                self.reshape(x, vec![a, b], out0)?;
+            }
+            "Concat" => {
+                let names: Vec<&str> = n
+                    .inputs
+                    .iter()
+                    .map(String::as_str)
+                    .filter(|s| !s.is_empty())
+                    .collect();
+                let first = self.shape_of(names.first().ok_or("Concat needs inputs")?)?;
+                let axis = normalize_axis(n.int("axis", 0)?, first.len())?;
+                let all_ints = names
+                    .iter()
+                    .all(|x| matches!(self.vals.get(*x), Some(Val::Ints { .. })));
+                if all_ints && first.len() == 1 {
+                    let mut data = Vec::new();
+                    for x in &names {
+                        data.extend(self.ints_of(x)?.1);
+                    }
+                    self.set(
+                        out0,
+                        Val::Ints {
+                            shape: vec![data.len()],
+                            data,
+                        },
+                    );
+                } else {
+                    self.apply(Op::Concat { axis }, &names, &[out0])?;
+                }
+            }
+            "Gather" => {
+                let data = in0()?;
+                let idx = n.input(1).ok_or("Gather needs indices")?;
+                let (ishape, indices) = self.ints_of(idx)?;
+                let shape = self.shape_of(data)?;
+                let axis = normalize_axis(n.int("axis", 0)?, shape.len())?;
+                match self.val(data)?.clone() {
+                    Val::Ints {
+                        shape: dshape,
+                        data: values,
+                    } if dshape.len() == 1 => {
+                        let len = values.len() as i64;
+                        let picked = indices
+                            .iter()
+                            .map(|i| {
+                                let i = i.value().ok_or("symbolic Gather index")?;
+                                let j = if i < 0 { i + len } else { i };
+                                values
+                                    .get(j as usize)
+                                    .cloned()
+                                    .ok_or_else(|| format!("Gather index {i} out of range {len}"))
+                            })
+                            .collect::<Result<Vec<_>, Why>>()?;
+                        self.set(
+                            out0,
+                            Val::Ints {
+                                shape: ishape,
+                                data: picked,
+                            },
+                        );
+                    }
+                    _ if ishape.is_empty() => {
+                        let len = shape[axis].value().ok_or("Gather along a symbolic axis")?;
+                        let i = indices[0].value().ok_or("symbolic Gather index")?;
+                        let i = if i < 0 { i + len } else { i };
+                        if !(0..len).contains(&i) {
+                            return Err(format!("Gather index {i} out of range {len}"));
+                        }
+                        let part = self.fresh_name(out0);
+                        self.apply(
+                            Op::Slice {
+                                axis,
+                                start: i as usize,
+                                end: i as usize + 1,
+                            },
+                            &[data],
+                            &[&part],
+                        )?;
+                        let mut target = shape.clone();
+                        target.remove(axis);
+                        self.reshape(&part, target, out0)?;
+                    }
+                    _ => {
+                        return Err(
+                            "Gather with a tensor of indices on float data is not supported yet"
+                                .into(),
+                        )
+                    }
+                }
+            }
+            "Add" | "Sub" | "Mul" | "Div" => self.binary(n, out0)?,
+            "Pow" => {
+                let p = self
+                    .scalar_f32(n.input(1).ok_or("Pow needs an exponent")?)
+                    .map_err(|e| {
+                        format!("{e} (Pow with a run-time exponent is not supported yet)")
+                    })?;
+                self.apply(Op::PowScalar(p), &[in0()?], &[out0])?;
+            }
+            "Sqrt" | "Log" | "Exp" | "Cos" | "Sin" | "Reciprocal" | "Neg" | "Erf" | "Sigmoid"
+            | "Tanh" | "Relu" => {
+                let op = match n.op_type {
+                    "Sqrt" => Op::Sqrt,
+                    "Log" => Op::Log,
+                    "Exp" => Op::Exp,
+                    "Cos" => Op::Cos,
+                    "Sin" => Op::Sin,
+                    "Reciprocal" => Op::Reciprocal,
+                    "Neg" => Op::Neg,
+                    "Erf" => Op::Erf,
+                    "Sigmoid" => Op::Sigmoid,
+                    "Tanh" => Op::Tanh,
+                    _ => Op::Relu,
+                };
+                self.apply(op, &[in0()?], &[out0])?;
+            }
+            "LeakyRelu" => {
+                let alpha = n.float("alpha", 0.01)?;
+                self.apply(Op::LeakyRelu(alpha), &[in0()?], &[out0])?;
+            }
+            "Clip" => {
+                let lo = match n.input(1) {
+                    Some(m) => self.scalar_f32(m)?,
+                    None => f32::NEG_INFINITY,
+                };
+                let hi = match n.input(2) {
+                    Some(m) => self.scalar_f32(m)?,
+                    None => f32::INFINITY,
+                };
+                self.apply(Op::Clamp { lo, hi }, &[in0()?], &[out0])?;
+            }
+            "Softmax" => {
+                let x = in0()?;
+                let rank = self.shape_of(x)?.len();
+                let axis = normalize_axis(n.int("axis", -1)?, rank)?;
+                if axis + 1 == rank {
+                    self.apply(Op::Softmax, &[x], &[out0])?;
+                } else {
+                    let mut perm: Vec<usize> = (0..rank).collect();
+                    perm.swap(axis, rank - 1);
+                    let (a, b) = (self.fresh_name(out0), self.fresh_name(out0));
+                    self.apply(Op::Permute(perm.clone()), &[x], &[&a])?;
+                    self.apply(Op::Softmax, &[&a], &[&b])?;
+                    self.apply(Op::Permute(perm), &[&b], &[out0])?;
+                }
+            }
+            "Transpose" => {
+                let x = in0()?;
+                let rank = self.shape_of(x)?.len();
+                let perm = match n.ints("perm")? {
+                    Some(p) => p
+                        .iter()
+                        .map(|&a| normalize_axis(a, rank))
+                        .collect::<Result<Vec<_>, _>>()?,
+                    None => (0..rank).rev().collect(),
+                };
+                self.apply(Op::Permute(perm), &[x], &[out0])?;
+            }
+            "Gemm" => self.gemm(n, out0)?,
+            "MatMul" => self.matmul(in0()?, n.input(1).ok_or("MatMul needs 2 inputs")?, out0)?,
+            "Conv" => self.conv(n, out0)?,
+            "InstanceNormalization" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let c = shape
+                    .get(1)
+                    .and_then(Sym::dim)
+                    .filter(|_| shape.len() >= 3)
+                    .ok_or("InstanceNormalization needs [N, C, ...] with a known C")?;
+                let eps = n.float("epsilon", 1e-5)?;
+                let scale = n.input(1).ok_or("needs scale")?;
+                let bias = n.input(2).ok_or("needs bias")?;
+                self.apply(Op::GroupNorm { groups: c, eps }, &[x, scale, bias], &[out0])?;
+            }
+            "Split" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let axis = normalize_axis(n.int("axis", 0)?, shape.len())?;
+                let len = shape[axis].dim().ok_or("Split along a symbolic axis")?;
+                let sizes: Vec<usize> = match n.input(1) {
+                    Some(s) => self
+                        .known_ints(s)?
+                        .iter()
+                        .map(|&v| usize::try_from(v).map_err(|_| "negative split".to_string()))
+                        .collect::<Result<_, _>>()?,
+                    None => match n.ints("split")? {
+                        Some(s) => s.iter().map(|&v| v.max(0) as usize).collect(),
+                        None => {
+                            let parts =
+                                n.int("num_outputs", n.outputs.len() as i64)?.max(1) as usize;
+                            let each = len.div_ceil(parts);
+                            (0..parts)
+                                .map(|i| each.min(len.saturating_sub(i * each)))
+                                .collect()
+                        }
+                    },
+                };
+                let outs: Vec<&str> = n.outputs.iter().map(String::as_str).collect();
+                if outs.len() != sizes.len() {
+                    return Err(format!(
+                        "Split into {} parts names {} outputs",
+                        sizes.len(),
+                        outs.len()
+                    ));
+                }
+                self.apply(Op::Split { axis, sizes }, &[x], &outs)?;
+            }
+            "Einsum" => self.einsum(n, out0)?,
+            "AveragePool" => {
+                let x = in0()?;
+                if n.string("auto_pad", "NOTSET")? != "NOTSET" || n.int("ceil_mode", 0)? != 0 {
+                    return Err(
+                        "AveragePool with auto_pad or ceil_mode is not supported yet".into(),
+                    );
+                }
+                let kernel = n.ints("kernel_shape")?.ok_or("needs kernel_shape")?;
+                if kernel.len() != 2 {
+                    return Err(format!(
+                        "AveragePool over {} dims (2 are supported)",
+                        kernel.len()
+                    ));
+                }
+                let two = |v: Option<Vec<i64>>, d: i64| -> [usize; 2] {
+                    let v = v.unwrap_or(vec![d, d]);
+                    [
+                        v[0].max(0) as usize,
+                        v.get(1).copied().unwrap_or(d).max(0) as usize,
+                    ]
+                };
+                let pads = n.ints("pads")?.unwrap_or(vec![0; 4]);
+                if pads.len() != 4 {
+                    return Err("AveragePool pads must have 4 values".into());
+                }
+                let op = Op::AvgPool2d {
+                    kernel: two(Some(kernel), 1),
+                    stride: two(n.ints("strides")?, 1),
+                    pads: [pads[0], pads[1], pads[2], pads[3]].map(|p| p.max(0) as usize),
+                    count_include_pad: n.int("count_include_pad", 0)? != 0,
+                };
+                self.apply(op, &[x], &[out0])?;
+            }
+            "Resize" => self.resize(n, out0)?,
+            "Slice" => {
+                let x = in0()?;
+                let shape = self.shape_of(x)?;
+                let starts = self.known_ints(n.input(1).ok_or("Slice needs starts")?)?;
+                let ends = self.known_ints(n.input(2).ok_or("Slice needs ends")?)?;
+                let axes = match n.input(3) {
+                    Some(a) => self.known_ints(a)?,
+                    None => (0..starts.len() as i64).collect(),
+                };
+                if let Some(s) = n.input(4) {
+                    if self.known_ints(s)?.iter().any(|&s| s != 1) {
+                        return Err("Slice with steps other than 1 is not supported yet".into());
+                    }
+                }
+                if let Val::Ints { shape: s, data } = self.val(x)?.clone() {
+                    if s.len() == 1 && axes.len() == 1 {
+                        let len = data.len() as i64;
+                        let (b, e) = crate::graph::ops::slice_range(
+                            starts[0],
+                            Some(ends[0].min(len)),
+                            len as usize,
+                        );
+                        let part = data[b..e].to_vec();
+                        self.set(
+                            out0,
+                            Val::Ints {
+                                shape: vec![part.len()],
+                                data: part,
+                            },
+                        );
+                        return Ok(());
+                    }
+                }
+                let mut cur = x.to_string();
+                for (k, &a) in axes.iter().enumerate() {
+                    let axis = normalize_axis(a, shape.len())?;
+                    let len = shape[axis].dim().ok_or("Slice along a symbolic axis")?;
+                    let end = ends[k].clamp(-(len as i64) - 1, len as i64);
+                    let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
+                    let next = if k + 1 == axes.len() {
+                        out0.to_string()
+                    } else {
+                        self.fresh_name(out0)
+                    };
+                    self.apply(
+                        Op::Slice {
+                            axis,
+                            start: b,
+                            end: e,
+                        },
+                        &[&cur],
+                        &[&next],
+                    )?;
+                    cur = next;
+                }
+                if axes.is_empty() {
+                    let v = self.val(x)?.clone();
+                    self.set(out0, v);
+                }
+            }
+            other => return Err(format!("op type `{other}` is not supported yet")),
+        }
+        Ok(())
+    }
+
+    fn binary(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+        let a = n.input(0).ok_or("needs 2 inputs")?;
+        let b = n.input(1).ok_or("needs 2 inputs")?;
+        let ints = |v: Option<&Val>| matches!(v, Some(Val::Ints { .. }));
+        if ints(self.vals.get(a)) && ints(self.vals.get(b)) {
+            let (sa, da) = self.ints_of(a)?;
+            let (sb, db) = self.ints_of(b)?;
+            let shape = broadcast(&syms(&sa), &syms(&sb))?;
+            let shape = known_dims(&shape, "integer arithmetic")?;
+            let count: usize = shape.iter().product();
+            let pick = |d: &[Sym], i: usize| d[if d.len() == 1 { 0 } else { i }].clone();
+            if (da.len() != count && da.len() != 1) || (db.len() != count && db.len() != 1) {
+                return Err(
+                    "integer arithmetic with broadcasting beyond scalars is not supported yet"
+                        .into(),
+                );
+            }
+            let data = (0..count)
+                .map(|i| {
+                    let (x, y) = (pick(&da, i), pick(&db, i));
+                    match n.op_type {
+                        "Add" => x.add(&y, 1),
+                        "Sub" => x.add(&y, -1),
+                        "Mul" => x.mul(&y),
+                        _ => x.div(&y),
+                    }
+                    .ok_or_else(|| format!("{} of `{x}` and `{y}` is not a known value or a multiple of one dimension", n.op_type))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            self.set(out, Val::Ints { shape, data });
+            return Ok(());
+        }
+        let op = match n.op_type {
+            "Add" => Op::Add,
+            "Sub" => Op::Sub,
+            "Mul" => Op::Mul,
+            _ => Op::Div,
+        };
+        // A product by a constant scalar keeps the other shape: one Scale, no weight.
+        if op == Op::Mul {
+            for (x, c) in [(a, b), (b, a)] {
+                let dynamic = matches!(self.vals.get(x), Some(Val::Dyn { .. }));
+                if let (true, Some((s, d))) = (dynamic, self.floats_of(c)) {
+                    if d.len() == 1 && s.len() <= self.shape_of(x)?.len() {
+                        return self.apply(Op::Scale(d[0]), &[x], &[out]);
+                    }
+                }
+            }
+        }
+        self.apply(op, &[a, b], &[out])
+    }
+
+    /// A constant `[K, N]` matrix stored transposed, as `Matmul` reads `[N, K]`.
+    fn transposed_const(&mut self, name: &str) -> Result<String, Why> {
+        let (shape, data) = self
+            .floats_of(name)
+            .ok_or_else(|| format!("`{name}` must be a constant matrix"))?;
+        if shape.len() != 2 {
+            return Err(format!("`{name}` must be a matrix, has shape {shape:?}"));
+        }
+        let (k, n) = (shape[0], shape[1]);
+        let mut t = vec![0.0f32; k * n];
+        for i in 0..k {
+            for j in 0..n {
+                t[j * k + i] = data[i * n + j];
+            }
+        }
+        let tn = format!("{name}::T");
+        self.set(
+            &tn,
+            Val::Floats {
+                shape: vec![n, k],
+                data: Arc::new(t),
+            },
+        );
+        Ok(tn)
+    }
+
+    fn gemm(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+        let a = n.input(0).ok_or("Gemm needs A")?;
+        let b = n.input(1).ok_or("Gemm needs B")?;
+        if n.int("transA", 0)? != 0 {
+            return Err("Gemm with transA is not supported yet".into());
+        }
+        let (alpha, beta) = (n.float("alpha", 1.0)?, n.float("beta", 1.0)?);
+        let w = if n.int("transB", 0)? != 0 {
+            if self.floats_of(b).is_none() {
+                return Err("Gemm with a run-time B is not supported yet".into());
+            }
+            b.to_string()
+        } else {
+            self.transposed_const(b)?
+        };
+        let prod = if n.input(2).is_some() || alpha != 1.0 {
+            self.fresh_name(out)
+        } else {
+            out.to_string()
+        };
+        self.apply(Op::Matmul, &[a, &w], &[&prod])?;
+        let mut cur = prod;
+        if alpha != 1.0 {
+            let next = if n.input(2).is_some() {
+                self.fresh_name(out)
+            } else {
+                out.to_string()
+            };
+            self.apply(Op::Scale(alpha), &[&cur], &[&next])?;
+            cur = next;
+        }
+        if let Some(c) = n.input(2) {
+            let c = if beta != 1.0 {
+                let scaled = self.fresh_name(out);
+                self.apply(Op::Scale(beta), &[c], &[&scaled])?;
+                scaled
+            } else {
+                c.to_string()
+            };
+            self.apply(Op::Add, &[&cur, &c], &[out])?;
+        }
+        Ok(())
+    }
+
+    fn matmul(&mut self, a: &str, b: &str, out: &str) -> Result<(), Why> {
+        let (sa, sb) = (self.shape_of(a)?, self.shape_of(b)?);
+        if sa.len() < 2 || sb.len() < 2 {
+            return Err("MatMul with a vector operand is not supported yet".into());
+        }
+        if self.floats_of(b).is_some() && sb.len() == 2 {
+            let w = self.transposed_const(b)?;
+            return self.apply(Op::Matmul, &[a, &w], &[out]);
+        }
+        self.apply(Op::BatchMatmul, &[a, b], &[out])
+    }
+
+    fn conv(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+        let x = n.input(0).ok_or("Conv needs X")?;
+        let w = n.input(1).ok_or("Conv needs W")?;
+        let (ws, _) = self
+            .floats_of(w)
+            .ok_or("Conv with a run-time kernel is not supported yet")?;
+        if n.string("auto_pad", "NOTSET")? != "NOTSET" {
+            return Err(
+                "Conv with auto_pad is not supported yet (export with explicit pads)".into(),
+            );
+        }
+        let spatial = ws.len().saturating_sub(2);
+        let get = |key: &str, d: i64| -> Result<Vec<usize>, Why> {
+            let v = n.ints(key)?.unwrap_or(vec![d; spatial]);
+            v.iter()
+                .map(|&x| usize::try_from(x).map_err(|_| format!("negative {key}")))
+                .collect()
+        };
+        let (strides, dil) = (get("strides", 1)?, get("dilations", 1)?);
+        let pads = n.ints("pads")?.unwrap_or(vec![0; 2 * spatial]);
+        let pads: Vec<usize> = pads.iter().map(|&p| p.max(0) as usize).collect();
+        let groups = n.int("group", 1)?.max(1) as usize;
+        let bias = n.input(2);
+        let mut ins = vec![x, w];
+        ins.extend(bias);
+        match spatial {
+            2 if strides.len() == 2 && dil.len() == 2 && pads.len() == 4 => {
+                let op = Op::Conv2d {
+                    stride: [strides[0], strides[1]],
+                    pads: [pads[0], pads[1], pads[2], pads[3]],
+                    dilation: [dil[0], dil[1]],
+                    groups,
+                };
+                self.apply(op, &ins, &[out])
+            }
+            1 if strides.len() == 1 && dil.len() == 1 && pads.len() == 2 => {
+                // A 1-D convolution is the 2-D one over a height of 1.
+                let xs = self.shape_of(x)?;
+                if xs.len() != 3 {
+                    return Err(format!(
+                        "Conv 1-D input must be [N, C, L], got rank {}",
+                        xs.len()
+                    ));
+                }
+                let (x4, w4, y4) = (
+                    self.fresh_name(out),
+                    format!("{w}::2d"),
+                    self.fresh_name(out),
+                );
+                self.reshape(
+                    x,
+                    vec![xs[0].clone(), xs[1].clone(), Sym::known(1), xs[2].clone()],
+                    &x4,
+                )?;
+                self.reshape(w, syms(&[ws[0], ws[1], 1, ws[2]]), &w4)?;
+                let op = Op::Conv2d {
+                    stride: [1, strides[0]],
+                    pads: [0, pads[0], 0, pads[1]],
+                    dilation: [1, dil[0]],
+                    groups,
+                };
+                let mut ins4: Vec<&str> = vec![&x4, &w4];
+                ins4.extend(bias);
+                self.apply(op, &ins4, &[&y4])?;
+                let ys = self.shape_of(&y4)?;
+                self.reshape(&y4, vec![ys[0].clone(), ys[1].clone(), ys[3].clone()], out)
+            }
+            s => Err(format!("Conv over {s} spatial dims is not supported yet")),
+        }
+    }
+
+    fn resize(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+        let x = n.input(0).ok_or("Resize needs X")?;
+        let mode = n.string("mode", "nearest")?;
+        let coords = n.string("coordinate_transformation_mode", "half_pixel")?;
+        let nearest = n.string("nearest_mode", "round_prefer_floor")?;
+        let exact = match coords.as_str() {
+            "asymmetric" => nearest == "floor",
+            // With an integer factor s, output i = s j + r maps to j + (r + 1/2)/s - 1/2,
+            // strictly inside (j - 1/2, j + 1/2): both rounding modes give j.
+            "half_pixel" | "pytorch_half_pixel" => {
+                nearest == "round_prefer_floor" || nearest == "round_prefer_ceil"
+            }
+            _ => false,
+        };
+        if mode != "nearest" || !exact {
+            return Err(format!(
+                "Resize mode `{mode}` with `{coords}` / `{nearest}` is not supported yet (nearest with integer factors is)"
+            ));
+        }
+        let shape = self.shape_of(x)?;
+        let scales: Vec<f32> = match (n.input(2), n.input(3)) {
+            (Some(s), _) if self.floats_of(s).is_some_and(|(_, d)| !d.is_empty()) => self
+                .floats_of(s)
+                .map(|(_, d)| d.to_vec())
+                .unwrap_or_default(),
+            (_, Some(sz)) => {
+                let sizes = self.known_ints(sz)?;
+                let dims = known_dims(&shape[2.min(shape.len())..], "Resize by sizes")?;
+                let mut v = vec![1.0; shape.len() - dims.len()];
+                v.extend(
+                    sizes[sizes.len() - dims.len()..]
+                        .iter()
+                        .zip(&dims)
+                        .map(|(&s, &d)| s as f32 / d as f32),
+                );
+                v
+            }
+            _ => return Err("Resize needs constant scales or sizes".into()),
+        };
+        if scales.len() != shape.len() {
+            return Err(format!(
+                "Resize has {} scales for rank {}",
+                scales.len(),
+                shape.len()
+            ));
+        }
+        let ints = scales
+            .iter()
+            .map(|&s| (s >= 1.0 && s.fract() == 0.0).then_some(s as usize))
+            .collect::<Option<Vec<_>>>()
+            .ok_or_else(|| format!("Resize scales {scales:?} are not integers >= 1"))?;
+        self.apply(Op::ResizeNearest { scales: ints }, &[x], &[out])
+    }
+
+    /// Two-operand einsum without ellipsis or repeated letters: each letter is a
+    /// batch axis (both operands and the output), a contracted axis (both
+    /// operands only) or a free axis of one operand. Lowered to `Permute`,
+    /// `Reshape` and `BatchMatmul`.
+    fn einsum(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+        let eq = n.string("equation", "")?.replace(' ', "");
+        let (lhs, rhs) = eq
+            .split_once("->")
+            .ok_or("Einsum needs an explicit `->` output")?;
+        let ops: Vec<&str> = lhs.split(',').collect();
+        if ops.len() != 2 || eq.contains('.') {
+            return Err(format!(
+                "Einsum `{eq}`: only two operands without `...` are supported"
+            ));
+        }
+        let (ta, tb) = (ops[0].as_bytes(), ops[1].as_bytes());
+        let to = rhs.as_bytes();
+        let a = n.input(0).ok_or("Einsum needs 2 inputs")?;
+        let b = n.input(1).ok_or("Einsum needs 2 inputs")?;
+        let (sa, sb) = (self.shape_of(a)?, self.shape_of(b)?);
+        if sa.len() != ta.len() || sb.len() != tb.len() {
+            return Err(format!(
+                "Einsum `{eq}` does not match input ranks {} and {}",
+                sa.len(),
+                sb.len()
+            ));
+        }
+        let has = |t: &[u8], c: u8| t.contains(&c);
+        let mut batch = Vec::new();
+        let mut contract = Vec::new();
+        let mut free_a = Vec::new();
+        let mut free_b = Vec::new();
+        for &c in ta {
+            match (has(tb, c), has(to, c)) {
+                (true, true) => batch.push(c),
+                (true, false) => contract.push(c),
+                (false, true) => free_a.push(c),
+                (false, false) => {
+                    return Err(format!(
+                        "Einsum `{eq}`: summing `{}` out of one operand is not supported yet",
+                        c as char
+                    ))
+                }
+            }
+        }
+        for &c in tb {
+            if !has(ta, c) {
+                if !has(to, c) {
+                    return Err(format!(
+                        "Einsum `{eq}`: summing `{}` out of one operand is not supported yet",
+                        c as char
+                    ));
+                }
+                free_b.push(c);
+            }
+        }
+        let dim =
+            |t: &[u8], s: &[Sym], c: u8| s[t.iter().position(|&x| x == c).unwrap_or(0)].clone();
+        let group = |t: &[u8], s: &[Sym], cs: &[u8]| {
+            Sym::product(&cs.iter().map(|&c| dim(t, s, c)).collect::<Vec<_>>())
+        };
+        let perm_of = |t: &[u8], order: &[u8]| -> Vec<usize> {
+            order
+                .iter()
+                .filter_map(|c| t.iter().position(|x| x == c))
+                .collect()
+        };
+        let bad = || format!("Einsum `{eq}`: a group of axes with two symbolic dimensions");
+        // A as [batch.., M, K], B as [batch.., K, N].
+        let order_a: Vec<u8> = batch
+            .iter()
+            .chain(&free_a)
+            .chain(&contract)
+            .copied()
+            .collect();
+        let order_b: Vec<u8> = batch
+            .iter()
+            .chain(&contract)
+            .chain(&free_b)
+            .copied()
+            .collect();
+        let mut prepared = Vec::new();
+        for (name, t, s, order, second) in
+            [(a, ta, &sa, &order_a, false), (b, tb, &sb, &order_b, true)]
+        {
+            let perm = perm_of(t, order);
+            let mut cur = name.to_string();
+            if perm.iter().enumerate().any(|(i, &p)| i != p) {
+                let next = self.fresh_name(out);
+                self.apply(Op::Permute(perm), &[&cur], &[&next])?;
+                cur = next;
+            }
+            let (rows, cols) = if second {
+                (&contract, &free_b)
+            } else {
+                (&free_a, &contract)
+            };
+            let mut target: Vec<Sym> = batch.iter().map(|&c| dim(t, s, c)).collect();
+            target.push(group(t, s, rows).ok_or_else(bad)?);
+            target.push(group(t, s, cols).ok_or_else(bad)?);
+            if target != self.shape_of(&cur)? {
+                let next = self.fresh_name(out);
+                self.reshape(&cur, target, &next)?;
+                cur = next;
+            }
+            prepared.push(cur);
+        }
+        let prod = self.fresh_name(out);
+        self.apply(Op::BatchMatmul, &[&prepared[0], &prepared[1]], &[&prod])?;
+        // [batch.., free_a.., free_b..] in the output's order.
+        let natural: Vec<u8> = batch
+            .iter()
+            .chain(&free_a)
+            .chain(&free_b)
+            .copied()
+            .collect();
+        let mut full: Vec<Sym> = batch.iter().map(|&c| dim(ta, &sa, c)).collect();
+        full.extend(free_a.iter().map(|&c| dim(ta, &sa, c)));
+        full.extend(free_b.iter().map(|&c| dim(tb, &sb, c)));
+        let perm = perm_of(&natural, to);
+        let needs_perm = perm.iter().enumerate().any(|(i, &p)| i != p);
+        let shaped = if full != self.shape_of(&prod)? {
+            let next = if needs_perm {
+                self.fresh_name(out)
+            } else {
+                out.to_string()
+            };
+            self.reshape(&prod, full, &next)?;
+            next
+        } else if !needs_perm {
+            let v = self.val(&prod)?.clone();
+            self.set(out, v);
+            return Ok(());
+        } else {
+            prod
+        };
+        if needs_perm {
+            self.apply(Op::Permute(perm), &[&shaped], &[out])?;
+        }
+        Ok(())
+    }
+}
