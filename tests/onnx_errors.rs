@@ -1,0 +1,307 @@
+//! Bad input to the ONNX importer and to `cyb-llm eval`: each is a structured
+//! error naming what is wrong (file, node, op type, opset, tensor, input,
+//! expected and got), never a panic. Small models are built here with the
+//! importer's own `onnx.proto` messages (prost); the real UNet gives the
+//! truncated and corrupted variants.
+
+mod onnx_util;
+
+use cyb_llm::import::onnx::proto::{
+    Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
+    TensorProto, TensorShapeProto, TensorTypeProto, TypeProto, ValueInfoProto,
+};
+use cyb_llm::import::{import, ImportOptions};
+use onnx_util::{fixture, read_npy, unet_model, unet_onnx, write_npy};
+use prost::Message;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn value_info(name: &str, dims: &[Option<i64>]) -> ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            dim_value: *d,
+            dim_param: d.is_none().then(|| "batch".to_string()),
+        })
+        .collect();
+    ValueInfoProto {
+        name: name.into(),
+        r#type: Some(TypeProto {
+            tensor_type: Some(TensorTypeProto {
+                elem_type: 1,
+                shape: Some(TensorShapeProto { dim }),
+            }),
+        }),
+    }
+}
+
+/// `y = op(x, w)` with `x [batch, 4]` and the initializer `w [4]`.
+fn tiny_model(op_type: &str, opset: i64, w: TensorProto) -> ModelProto {
+    ModelProto {
+        ir_version: 9,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: opset,
+        }],
+        producer_name: "cyb-llm tests".into(),
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["x".into(), "w".into()],
+                output: vec!["y".into()],
+                name: "the_node".into(),
+                op_type: op_type.into(),
+                ..Default::default()
+            }],
+            name: "tiny".into(),
+            initializer: vec![w],
+            input: vec![value_info("x", &[None, Some(4)])],
+            output: vec![value_info("y", &[None, Some(4)])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn weight(values: &[f32]) -> TensorProto {
+    TensorProto {
+        dims: vec![values.len() as i64],
+        data_type: 1,
+        name: "w".into(),
+        raw_data: values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        ..Default::default()
+    }
+}
+
+fn write(dir: &Path, name: &str, m: &ModelProto) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, m.encode_to_vec()).unwrap();
+    p
+}
+
+fn import_err(path: &Path) -> String {
+    let out = path.with_extension("model");
+    let e = import(path, &out, &ImportOptions::default())
+        .expect_err("the import must fail")
+        .to_string();
+    assert!(!out.exists(), "a failed import left {}", out.display());
+    e
+}
+
+#[test]
+fn an_unknown_op_names_the_node_op_and_opset_at_import() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "unknown.onnx",
+        &tiny_model("FrobnicateV2", 17, weight(&[1.0; 4])),
+    );
+    let e = import_err(&p);
+    for part in ["the_node", "FrobnicateV2", "opset 17", "not supported"] {
+        assert!(e.contains(part), "`{part}` missing from: {e}");
+    }
+}
+
+#[test]
+fn an_opset_outside_13_to_21_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = write(
+        dir.path(),
+        "old.onnx",
+        &tiny_model("Add", 11, weight(&[1.0; 4])),
+    );
+    let e = import_err(&p);
+    assert!(e.contains("opset 11") && e.contains("13-21"), "{e}");
+}
+
+#[test]
+fn external_data_is_read_beside_the_model_and_its_absence_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let values = [1.5f32, -2.0, 0.25, 8.0];
+    let mut w = weight(&values);
+    let bytes = std::mem::take(&mut w.raw_data);
+    w.data_location = 1;
+    w.external_data = vec![
+        StringStringEntryProto {
+            key: "location".into(),
+            value: "tiny.onnx.data".into(),
+        },
+        StringStringEntryProto {
+            key: "offset".into(),
+            value: "16".into(),
+        },
+        StringStringEntryProto {
+            key: "length".into(),
+            value: "16".into(),
+        },
+    ];
+    let p = write(dir.path(), "tiny.onnx", &tiny_model("Add", 18, w));
+    let e = import_err(&p);
+    assert!(e.contains("`w`") && e.contains("tiny.onnx.data"), "{e}");
+
+    let mut data = vec![0u8; 16];
+    data.extend(&bytes);
+    std::fs::write(dir.path().join("tiny.onnx.data"), data).unwrap();
+    let out = dir.path().join("tiny.model");
+    import(&p, &out, &ImportOptions::default()).unwrap();
+    let x = [0.5f32, 0.5, 0.5, 0.5, 1.0, 2.0, 3.0, 4.0];
+    write_npy(&dir.path().join("x.npy"), &[2, 4], &x);
+    let run = eval(
+        &out,
+        &[
+            "--input",
+            &format!("x={}", dir.path().join("x.npy").display()),
+        ],
+        dir.path(),
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (shape, y) = read_npy(&dir.path().join("y.npy"));
+    assert_eq!(shape, [2, 4]);
+    // The reference backend's Add of the same values: the external bytes arrived intact.
+    let want: Vec<f32> = x
+        .iter()
+        .enumerate()
+        .map(|(i, v)| v + values[i % 4])
+        .collect();
+    assert_eq!(y, want);
+}
+
+#[test]
+fn truncated_and_corrupted_onnx_files_are_errors_not_panics() {
+    let real = std::fs::read(unet_onnx()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut refused = 0;
+    let cases: Vec<(String, Vec<u8>)> = [0usize, 1, 7, 100, 4096, real.len() / 2, real.len() - 1]
+        .iter()
+        .map(|&n| (format!("truncated at {n}"), real[..n].to_vec()))
+        .chain(
+            [3usize, 40, 999, 65_537, real.len() / 3, real.len() - 20]
+                .iter()
+                .map(|&at| {
+                    let mut b = real.clone();
+                    for (i, v) in b[at..].iter_mut().take(8).enumerate() {
+                        *v ^= 0xA5 ^ i as u8;
+                    }
+                    (format!("8 bytes flipped at {at}"), b)
+                }),
+        )
+        .collect();
+    for (what, bytes) in &cases {
+        let p = dir.path().join("bad.onnx");
+        std::fs::write(&p, bytes).unwrap();
+        let out = dir.path().join("bad.model");
+        let r = std::panic::catch_unwind(|| import(&p, &out, &ImportOptions::default()));
+        match r {
+            Err(_) => panic!("{what}: the importer panicked"),
+            Ok(Err(e)) => {
+                refused += 1;
+                assert!(
+                    e.to_string().contains("bad.onnx"),
+                    "{what}: the error names no file: {e}"
+                );
+            }
+            // A flip inside a weight's bytes is a valid model with other weights.
+            Ok(Ok(())) => std::fs::remove_file(&out).unwrap(),
+        }
+    }
+    assert!(
+        refused >= 7,
+        "only {refused} of {} variants were refused",
+        cases.len()
+    );
+}
+
+fn eval(model: &Path, args: &[&str], out: &Path) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
+        .arg("eval")
+        .arg(model)
+        .args(args)
+        .arg("--output-dir")
+        .arg(out)
+        .output()
+        .unwrap()
+}
+
+fn input(name: &str, case_file: &str) -> String {
+    format!("{name}={}", fixture(&format!("unet/{case_file}")).display())
+}
+
+#[test]
+fn eval_names_the_input_that_is_missing_unknown_or_malformed() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = unet_model();
+    let (noisy, sigma, diff) = (
+        input("noisy", "b1_noisy.npy"),
+        input("sigma", "b1_sigma.npy"),
+        input("difficulty", "b1_difficulty.npy"),
+    );
+    let stderr = |args: &[&str]| {
+        let r = eval(m, args, dir.path());
+        assert!(!r.status.success(), "{args:?} succeeded");
+        let e = String::from_utf8_lossy(&r.stderr).into_owned();
+        assert!(!e.contains("panicked"), "{args:?}: {e}");
+        e
+    };
+    let e = stderr(&["-i", &noisy, "-i", &sigma]);
+    assert!(e.contains("`difficulty`") && e.contains("not given"), "{e}");
+    let e = stderr(&[
+        "-i",
+        &noisy,
+        "-i",
+        &sigma,
+        "-i",
+        &diff,
+        "-i",
+        "temperature=x.npy",
+    ]);
+    assert!(
+        e.contains("no input `temperature`") && e.contains("noisy, sigma, difficulty"),
+        "{e}"
+    );
+
+    let f64_file = dir.path().join("sigma64.npy");
+    write_npy(&f64_file, &[1], &[80.0f64]);
+    let e = stderr(&[
+        "-i",
+        &noisy,
+        "-i",
+        &format!("sigma={}", f64_file.display()),
+        "-i",
+        &diff,
+    ]);
+    assert!(
+        e.contains("`sigma`") && e.contains("<f8") && e.contains("f32"),
+        "{e}"
+    );
+
+    let flat = dir.path().join("flat.npy");
+    write_npy(&flat, &[128, 128], &vec![0.0f32; 128 * 128]);
+    let e = stderr(&[
+        "-i",
+        &format!("noisy={}", flat.display()),
+        "-i",
+        &sigma,
+        "-i",
+        &diff,
+    ]);
+    assert!(
+        e.contains("`noisy`") && e.contains("[-1, 1, 128, 128]") && e.contains("[128, 128]"),
+        "{e}"
+    );
+
+    let e = stderr(&[
+        "-i",
+        &noisy,
+        "-i",
+        &sigma,
+        "-i",
+        "difficulty=/nonexistent/d.npy",
+    ]);
+    assert!(
+        e.contains("`difficulty`") && e.contains("/nonexistent/d.npy"),
+        "{e}"
+    );
+}

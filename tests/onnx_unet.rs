@@ -1,0 +1,67 @@
+//! The terrain consistency UNet of `adaptive-terrain-diffusion` (ONNX, opset
+//! 18, 2103 nodes), imported and run by `cyb-llm eval`, against onnxruntime's
+//! outputs for the same inputs (tests/fixtures/onnx/unet, made by
+//! tests/onnx/make_unet_fixtures.py): max |diff| <= 1e-3 on batches of 1, 2
+//! and 3 with mixed noise levels and labels, on cpu (1 and 2 threads),
+//! reference and wgpu (lavapipe in CI; a missing adapter fails the test).
+
+mod onnx_util;
+
+use onnx_util::{fixture, max_abs_diff, read_npy, scratch_dir, unet_model};
+use std::process::Command;
+
+const TOLERANCE: f32 = 1e-3;
+
+/// Runs `cyb-llm eval` on case `case` with `args`; the max |diff| of `denoised`.
+fn eval_case(case: &str, args: &[&str]) -> f32 {
+    let out = scratch_dir().join(format!("eval-{case}-{}", args.join("_")));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cyb-llm"));
+    cmd.arg("eval").arg(unet_model());
+    for input in ["noisy", "sigma", "difficulty"] {
+        let f = fixture(&format!("unet/{case}_{input}.npy"));
+        cmd.arg("--input").arg(format!("{input}={}", f.display()));
+    }
+    let run = cmd
+        .arg("--output-dir")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "eval {case} {args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let (shape, got) = read_npy(&out.join("denoised.npy"));
+    let (want_shape, want) = read_npy(&fixture(&format!("unet/{case}_denoised.npy")));
+    assert_eq!(shape, want_shape, "{case} {args:?}: output shape");
+    let d = max_abs_diff(&got, &want);
+    eprintln!("unet {case} {args:?}: max |diff| vs onnxruntime {d:.3e}");
+    d
+}
+
+#[test]
+fn unet_on_cpu_matches_onnxruntime_for_every_batch() {
+    for threads in ["1", "2"] {
+        for case in ["b1", "b2", "b3"] {
+            let d = eval_case(case, &["--backend", "cpu", "-t", threads]);
+            assert!(
+                d <= TOLERANCE,
+                "{case} on cpu -t {threads}: max |diff| {d:e}"
+            );
+        }
+    }
+}
+
+#[test]
+fn unet_on_reference_matches_onnxruntime() {
+    let d = eval_case("b1", &["--backend", "reference"]);
+    assert!(d <= TOLERANCE, "reference: max |diff| {d:e}");
+}
+
+#[test]
+fn unet_on_wgpu_matches_onnxruntime() {
+    std::env::set_var("NODEVICE_SELECT", "1");
+    let d = eval_case("b2", &["--backend", "wgpu", "-t", "2"]);
+    assert!(d <= TOLERANCE, "wgpu: max |diff| {d:e}");
+}

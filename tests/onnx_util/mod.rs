@@ -1,0 +1,86 @@
+//! Shared by the ONNX tests: the real models from scripts/fetch-models.sh
+//! (`$CYB_MODELS_DIR`, default `.cache/models`), imported once per test
+//! binary; `.npy` reading and writing; the max-abs-diff comparison.
+#![allow(dead_code)]
+
+#[path = "../scratch/mod.rs"]
+mod scratch;
+
+use npyz::WriterBuilder;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+pub use scratch::scratch_dir;
+
+/// The terrain UNet `.onnx` fetch-models.sh's `terrain` target unpacks.
+pub fn unet_onnx() -> PathBuf {
+    let base = std::env::var_os("CYB_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
+    let f = base.join("terrain/terrain_consistency_unet_difficulty100.onnx");
+    assert!(
+        f.is_file(),
+        "{} is missing: run scripts/fetch-models.sh terrain (or set CYB_MODELS_DIR) before the tests",
+        f.display()
+    );
+    f
+}
+
+/// The UNet imported once per test binary.
+pub fn unet_model() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = scratch::scratch_dir().join("unet.model");
+        cyb_llm::import::import(&unet_onnx(), &out, &Default::default()).expect("import the UNet");
+        out
+    })
+}
+
+/// A committed fixture of `tests/fixtures/onnx`.
+pub fn fixture(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/onnx")
+        .join(rel)
+}
+
+/// An f32 `.npy` file: shape and values.
+pub fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = npy.shape().iter().map(|&d| d as usize).collect();
+    (shape, npy.into_vec::<f32>().unwrap())
+}
+
+/// Writes values of type `T` as a `.npy` file.
+pub fn write_npy<T: npyz::Serialize + npyz::AutoSerialize + Copy>(
+    path: &Path,
+    shape: &[u64],
+    data: &[T],
+) {
+    let file = std::fs::File::create(path).unwrap();
+    let mut w = npyz::WriteOptions::<T>::new()
+        .default_dtype()
+        .shape(shape)
+        .writer(file)
+        .begin_nd()
+        .unwrap();
+    w.extend(data.iter().copied()).unwrap();
+    w.finish().unwrap();
+}
+
+/// The largest `|a - b|` (infinite when a value is not finite or lengths differ).
+pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return f32::INFINITY;
+    }
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| {
+            if x.is_finite() && y.is_finite() {
+                (x - y).abs()
+            } else {
+                f32::INFINITY
+            }
+        })
+        .fold(0.0, f32::max)
+}
