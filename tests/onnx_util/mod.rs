@@ -7,10 +7,14 @@
 mod scratch;
 
 use npyz::WriterBuilder;
+
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-pub use scratch::scratch_dir;
+/// This test binary's scratch folder.
+pub fn scratch_dir() -> PathBuf {
+    scratch::scratch_dir()
+}
 
 /// The terrain UNet `.onnx` fetch-models.sh's `terrain` target unpacks.
 pub fn unet_onnx() -> PathBuf {
