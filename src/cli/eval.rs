@@ -40,6 +40,9 @@ pub struct EvalArgs {
     /// Print load and run times on stderr.
     #[arg(long)]
     timings: bool,
+    /// Print the time per op type of the runs on stderr (slowest first).
+    #[arg(long)]
+    profile: bool,
     /// Print one JSON line per output (name, shape, file) instead of text.
     #[arg(long)]
     json: bool,
@@ -157,6 +160,7 @@ pub fn run(a: EvalArgs) -> CmdResult {
     }
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut session = gm.session()?;
+    session.set_profile(a.profile);
     let mut best = f64::INFINITY;
     let mut outputs = Vec::new();
     for _ in 0..a.repeat.max(1) {
@@ -180,6 +184,16 @@ pub fn run(a: EvalArgs) -> CmdResult {
             );
         } else {
             println!("{name} {:?} -> {}", t.shape(), path.display());
+        }
+    }
+    if a.profile {
+        let runs = a.repeat.max(1) as f64;
+        for (op, secs, n) in session.profile() {
+            eprintln!(
+                "profile: {op:<16} {:>9.2} ms per run  {:>5} nodes per run",
+                secs * 1e3 / runs,
+                n as f64 / runs
+            );
         }
     }
     if a.timings {

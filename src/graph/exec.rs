@@ -326,6 +326,7 @@ impl GraphModel {
             ctx,
             trace: self.opts.trace.then_some([0u8; 32]),
             traced: 0,
+            profile: None,
         })
     }
 }
@@ -338,6 +339,8 @@ pub struct GraphSession {
     ctx: ExecContext,
     trace: Option<[u8; 32]>,
     traced: usize,
+    /// Per op name: total seconds and runs, when profiling.
+    profile: Option<Vec<(&'static str, f64, usize)>>,
 }
 
 /// What a value holds during a forward.
@@ -389,6 +392,18 @@ impl GraphSession {
     /// Dispatch decisions and op counts so far.
     pub fn context(&self) -> &ExecContext {
         &self.ctx
+    }
+
+    /// Starts (or stops) timing every node by op name; starting clears earlier times.
+    pub fn set_profile(&mut self, on: bool) {
+        self.profile = on.then(Vec::new);
+    }
+
+    /// Per op name: total seconds and node runs since profiling started, slowest first.
+    pub fn profile(&self) -> Vec<(&'static str, f64, usize)> {
+        let mut p = self.profile.clone().unwrap_or_default();
+        p.sort_by(|a, b| b.1.total_cmp(&a.1));
+        p
     }
 
     /// The trace hash chain head (hex) and the number of nodes hashed, when tracing.
@@ -657,7 +672,18 @@ impl GraphSession {
                 }
                 GraphOp::KvAppend => Op::KvAppend { pos },
             };
+            let started = self.profile.is_some().then(std::time::Instant::now);
             let outs = self.dispatch(m, ni, &op, &ins)?;
+            if let (Some(p), Some(t)) = (self.profile.as_mut(), started) {
+                let secs = t.elapsed().as_secs_f64();
+                match p.iter_mut().find(|e| e.0 == op.name()) {
+                    Some(e) => {
+                        e.1 += secs;
+                        e.2 += 1;
+                    }
+                    None => p.push((op.name(), secs, 1)),
+                }
+            }
             if outs.len() != node.outputs.len() {
                 return Err(err(format!(
                     "backend returned {} outputs, expected {}",

@@ -8,6 +8,9 @@
 //!   `gate` and `up` are single-consumer `Matmul`s of the same `x`, else
 //!   `SwiGlu(gate, up)`, when `a` has no other consumer.
 //!
+//! - `Sigmoid(x) -> s`, `Mul(x, s)` becomes `Silu(x)` when `s` has no other
+//!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24).
+//!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
 
@@ -54,6 +57,39 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let touched = |ni: usize, removed: &[bool], replaced: &[Option<Node>]| {
         removed[ni] || replaced[ni].is_some()
     };
+
+    // Sigmoid -> Mul of the same value: Silu.
+    for (si, sig) in g.nodes.iter().enumerate() {
+        if fixed(sig) != Some(&Op::Sigmoid) || touched(si, &removed, &replaced) {
+            continue;
+        }
+        let (x, s) = (sig.inputs[0], sig.outputs[0]);
+        if consumers[s] != 1 {
+            continue;
+        }
+        let Some(&mi) = users[s].first() else {
+            continue;
+        };
+        let mul = &g.nodes[mi];
+        let pair = mul.inputs.as_slice();
+        let same = pair == [x, s] || pair == [s, x];
+        if fixed(mul) != Some(&Op::Mul) || !same || touched(mi, &removed, &replaced) {
+            continue;
+        }
+        let inputs = vec![x];
+        if !supports(mul, &Op::Silu, &inputs, g) {
+            continue;
+        }
+        replaced[mi] = Some(Node {
+            id: mul.id,
+            op: GraphOp::Fixed(Op::Silu),
+            inputs,
+            outputs: mul.outputs.clone(),
+            backend_hint: mul.backend_hint.clone(),
+        });
+        removed[si] = true;
+        count += 1;
+    }
 
     // Add -> RmsNorm.
     for (ai, add) in g.nodes.iter().enumerate() {

@@ -10,19 +10,21 @@ use crate::dtype::DType;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 
-/// `y [Cout_g, n] = w [Cout_g, k] patches^T` with `patches [n, k]`, on the gemm kernel.
-fn gemm_rows(pool: &ThreadPool, w: &[f32], k: usize, patches: &[f32], n: usize, y: &mut [f32]) {
-    let m = w.len().checked_div(k).unwrap_or(0);
+/// `y [m, n] = x [m, k] w^T` with `w [n, k]` (f32 values), on the gemm kernel.
+fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mut [f32]) {
+    let m = x.len().checked_div(k).unwrap_or(0);
     if m == 0 || n == 0 {
         return;
     }
-    let bytes: &[u8] = bytemuck::cast_slice(patches);
+    let bytes: &[u8] = bytemuck::cast_slice(w);
     let path = kernels::active_path();
-    pool.install(|| kernels::matmul_with(path, DType::F32, bytes, n, k, w, m, None, y));
+    pool.install(|| kernels::matmul_with(path, DType::F32, bytes, n, k, x, m, None, y));
 }
 
-/// `Conv2d` (see [`Op::Conv2d`]): per batch entry and group, the patches of
-/// the input window rows (`[Ho Wo, Cg kh kw]`) times the kernel rows.
+/// `Conv2d` (see [`Op::Conv2d`]) per batch entry and group: the input copied once into a
+/// zero-padded channels-last buffer, so each patch row (`[Ho Wo, kh kw Cg]`, taps outer,
+/// channels inner) is `kh kw` contiguous copies; then the gemm kernel against the kernel
+/// rows reordered the same way.
 pub(super) fn conv2d(
     pool: &ThreadPool,
     a: &Conv2dArgs,
@@ -31,48 +33,91 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    let (h, wd) = (a.x_shape[2], a.x_shape[3]);
+    let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);
+    let (ho, wo) = (a.out_shape[2], a.out_shape[3]);
+    let (k, spatial) = (cg * kh * kw, ho * wo);
+    let (hp, wp) = (h + a.pads[0] + a.pads[2], wd + a.pads[1] + a.pads[3]);
+    // Kernel rows in (u, v, c) order.
+    let mut wr = vec![0.0f32; cout * k];
+    for o in 0..cout {
+        for c in 0..cg {
+            for t in 0..kh * kw {
+                wr[o * k + t * cg + c] = w[(o * cg + c) * kh * kw + t];
+            }
+        }
+    }
+    SCRATCH.with_borrow_mut(|(padded, patches)| {
+        padded.clear();
+        padded.resize(hp * wp * cg, 0.0);
+        // Every patch value is written below: only a longer buffer needs new memory.
+        if patches.len() < spatial * k {
+            patches.resize(spatial * k, 0.0);
+        }
+        conv2d_with(pool, a, x, &wr, b, y, padded, &mut patches[..spatial * k]);
+    });
+}
+
+thread_local! {
+    /// The padded input and the patches of the last `Conv2d` on this thread, reused
+    /// (a fresh buffer of tens of MB per call costs its page faults every time).
+    static SCRATCH: std::cell::RefCell<(Vec<f32>, Vec<f32>)> = const {
+        std::cell::RefCell::new((Vec::new(), Vec::new()))
+    };
+}
+
+#[allow(clippy::too_many_arguments)]
+fn conv2d_with(
+    pool: &ThreadPool,
+    a: &Conv2dArgs,
+    x: &[f32],
+    wr: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+    padded: &mut [f32],
+    patches: &mut [f32],
+) {
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
     let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);
     let (ho, wo) = (a.out_shape[2], a.out_shape[3]);
     let (k, spatial) = (cg * kh * kw, ho * wo);
     let og = cout / a.groups;
-    let mut patches = vec![0.0f32; spatial * k];
+    let wp = wd + a.pads[1] + a.pads[3];
     for bi in 0..n {
         for g in 0..a.groups {
-            let plane = |c: usize| &x[((bi * cin) + g * cg + c) * h * wd..][..h * wd];
+            let planes = &x[(bi * cin + g * cg) * h * wd..][..cg * h * wd];
             pool.install(|| {
+                padded[a.pads[0] * wp * cg..]
+                    .par_chunks_mut(wp * cg)
+                    .take(h)
+                    .enumerate()
+                    .for_each(|(r, line)| {
+                        for c in 0..cg {
+                            let src = &planes[(c * h + r) * wd..][..wd];
+                            for (s, &v) in src.iter().enumerate() {
+                                line[(s + a.pads[1]) * cg + c] = v;
+                            }
+                        }
+                    });
                 patches
                     .par_chunks_mut(k * wo)
                     .enumerate()
                     .for_each(|(i, rows)| {
-                        for (j, p) in rows.chunks_mut(k).enumerate() {
-                            let mut at = 0;
-                            for c in 0..cg {
-                                let src = plane(c);
-                                for u in 0..kh {
-                                    let r = (i * a.stride[0] + u * a.dilation[0]) as isize
-                                        - a.pads[0] as isize;
-                                    for v in 0..kw {
-                                        let s = (j * a.stride[1] + v * a.dilation[1]) as isize
-                                            - a.pads[1] as isize;
-                                        p[at] = if r >= 0
-                                            && (r as usize) < h
-                                            && s >= 0
-                                            && (s as usize) < wd
-                                        {
-                                            src[r as usize * wd + s as usize]
-                                        } else {
-                                            0.0
-                                        };
-                                        at += 1;
-                                    }
+                        for (j, p) in rows.chunks_mut(k.max(1)).enumerate() {
+                            for u in 0..kh {
+                                let r = i * a.stride[0] + u * a.dilation[0];
+                                for v in 0..kw {
+                                    let s = j * a.stride[1] + v * a.dilation[1];
+                                    let t = u * kw + v;
+                                    p[t * cg..(t + 1) * cg]
+                                        .copy_from_slice(&padded[(r * wp + s) * cg..][..cg]);
                                 }
                             }
                         }
                     })
             });
             let out = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
-            gemm_rows(pool, &w[g * og * k..][..og * k], k, &patches, spatial, out);
+            gemm_rows(pool, &wr[g * og * k..][..og * k], k, patches, spatial, out);
             if let Some(b) = b {
                 for (o, row) in out.chunks_mut(spatial.max(1)).enumerate() {
                     let bias = b[g * og + o];
@@ -165,6 +210,85 @@ pub(super) fn broadcast_binary(
             }
             for (j, o) in out.iter_mut().enumerate() {
                 *o = f(a.0[oa + j * step_a], b.0[ob + j * step_b]);
+            }
+        },
+    );
+}
+
+#[allow(clippy::too_many_arguments)]
+/// `GroupNorm` (see [`Op::GroupNorm`]) with the groups in parallel: per group the mean,
+/// then the variance about it (two passes, sums in f64), then `(x - mean) / sqrt(var + eps)`
+/// scaled and shifted per channel.
+pub(super) fn group_norm(
+    pool: &ThreadPool,
+    x: &[f32],
+    shape: &[usize],
+    gain: &[f32],
+    bias: &[f32],
+    groups: usize,
+    eps: f32,
+    y: &mut [f32],
+) {
+    let c = shape[1];
+    let rest: usize = shape[2..].iter().product();
+    let per_group = (c / groups * rest).max(1);
+    pool.install(|| {
+        y.par_chunks_mut(per_group)
+            .zip(x.par_chunks(per_group))
+            .enumerate()
+            .for_each(|(gi, (yg, xg))| {
+                let n = xg.len().max(1) as f64;
+                let mean = xg.iter().map(|&v| v as f64).sum::<f64>() / n;
+                let var = xg.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+                let inv = (1.0 / (var + eps as f64).sqrt()) as f32;
+                let mean = mean as f32;
+                let first = (gi % groups) * (c / groups);
+                for (ci, (yc, xc)) in yg
+                    .chunks_mut(rest.max(1))
+                    .zip(xg.chunks(rest.max(1)))
+                    .enumerate()
+                {
+                    let scale = inv * gain[first + ci];
+                    let shift = bias[first + ci];
+                    for (o, &v) in yc.iter_mut().zip(xc) {
+                        *o = (v - mean) * scale + shift;
+                    }
+                }
+            })
+    });
+}
+
+/// `Permute` (see [`Op::Permute`]): output rows (the last output axis) in parallel, each
+/// read with the input stride of the axis it comes from.
+pub(super) fn permute(
+    pool: &ThreadPool,
+    x: &[f32],
+    shape: &[usize],
+    perm: &[usize],
+    y: &mut [f32],
+) {
+    let rank = shape.len();
+    let mut strides = vec![1usize; rank];
+    for i in (0..rank.saturating_sub(1)).rev() {
+        strides[i] = strides[i + 1] * shape[i + 1];
+    }
+    let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+    let last = out_shape.last().copied().unwrap_or(1).max(1);
+    let step = perm.last().map_or(1, |&p| strides[p]);
+    chunks(
+        pool,
+        y.len(),
+        y,
+        last,
+        || (),
+        |_, row, out| {
+            let (mut rest, mut base) = (row, 0);
+            for axis in (0..rank.saturating_sub(1)).rev() {
+                base += (rest % out_shape[axis]) * strides[perm[axis]];
+                rest /= out_shape[axis];
+            }
+            for (j, o) in out.iter_mut().enumerate() {
+                *o = x[base + j * step];
             }
         },
     );

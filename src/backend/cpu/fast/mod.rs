@@ -108,6 +108,20 @@ pub fn execute(
                 Ok(())
             })?)
         }
+        Op::GroupNorm { groups, eps } => {
+            let (x, g, b) = (read(0)?, read(1)?, read(2)?);
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::group_norm(pool, &x, &infos[0].shape, &g, &b, *groups, *eps, y);
+                Ok(())
+            })?)
+        }
+        Op::Permute(perm) => {
+            let x = read(0)?;
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::permute(pool, &x, &infos[0].shape, perm, y);
+                Ok(())
+            })?)
+        }
         op if op.is_unary_map() => {
             let x = read(0)?;
             one(ctx.tensor_with(shape0, false, |y| {
