@@ -23,6 +23,9 @@
 #   scripts/bench.sh embed       # cyb-llm embed vs sentence-transformers (torch, pinned in
 #                              # scripts/bench-embed-requirements.txt, .cache/embed-venv), all-MiniLM-L6-v2,
 #                              # 1000 sentences, batch 1 and 32; env as scripts/bench-embed.sh
+#   scripts/bench.sh onnx        # cyb-llm eval vs onnxruntime (pinned in scripts/bench-onnx-requirements.txt,
+#                              # .cache/onnx-venv), the terrain UNet at batch 1 and 8; env as
+#                              # scripts/bench-onnx.sh (THREADS=2 REPS=3 BATCHES="1 8")
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
@@ -34,7 +37,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper | perplexity | serve | embed) ;;
+  llm | whisper | perplexity | serve | embed | onnx) ;;
   *) usage ;;
 esac
 
@@ -136,6 +139,13 @@ whisper() {
     venv_topic "whisper: speech to text, cyb-llm transcribe vs whisper.cpp and faster-whisper" \
     scripts/bench-requirements.txt .cache/bench-venv 'faster-whisper|ctranslate2|onnxruntime' \
     scripts/bench-whisper.sh "$@"
+}
+
+onnx() {
+  scripts/fetch-models.sh terrain >&2
+  venv_topic "onnx: imported ONNX graphs, cyb-llm eval vs onnxruntime" \
+    scripts/bench-onnx-requirements.txt .cache/onnx-venv 'onnxruntime|onnx|numpy' \
+    scripts/bench-onnx.sh "$@"
 }
 
 "$topic" "$@" | tee "$report"
