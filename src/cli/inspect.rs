@@ -57,6 +57,21 @@ fn summary(m: &Model, with_tensors: bool, with_hash: bool) -> serde_json::Value 
         "parameters": params,
         "encodings": by_encoding.iter().map(|(k, (n, b))| (k.to_string(), json!({"tensors": n, "bytes": b}))).collect::<serde_json::Map<_, _>>(),
     });
+    if let Some(g) = &m.graph {
+        let io = |ids: &[usize]| -> Vec<serde_json::Value> {
+            ids.iter()
+                .map(|&i| {
+                    let val = &g.values[i];
+                    json!({"name": val.name, "dtype": val.dtype.name(), "shape": cyb_llm::graph::dims_text(&val.shape)})
+                })
+                .collect()
+        };
+        v["graph"] = json!({
+            "nodes": g.nodes.len(),
+            "inputs": io(&g.inputs),
+            "outputs": io(&g.outputs),
+        });
+    }
     if with_tensors {
         v["tensors"] = m
             .tensors
@@ -117,6 +132,22 @@ pub fn run(a: InspectArgs) -> CmdResult {
             v.tokens.len(),
             v.merges.len()
         );
+    }
+    if let Some(g) = s["graph"].as_object() {
+        println!(
+            "graph       {} nodes (-1: a size given at run time)",
+            g["nodes"]
+        );
+        for (kind, key) in [("input ", "inputs"), ("output", "outputs")] {
+            for v in g[key].as_array().into_iter().flatten() {
+                println!(
+                    "  {kind}  {} {} {}",
+                    v["name"].as_str().unwrap_or_default(),
+                    v["dtype"].as_str().unwrap_or_default(),
+                    v["shape"]
+                );
+            }
+        }
     }
     println!(
         "tensors     {} ({} parameters)",
