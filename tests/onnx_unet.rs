@@ -9,12 +9,15 @@ mod onnx_util;
 
 use onnx_util::{fixture, max_abs_diff, read_npy, scratch_dir, unet_model};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 const TOLERANCE: f32 = 1e-3;
 
 /// Runs `cyb-llm eval` on case `case` with `args`; the max |diff| of `denoised`.
 fn eval_case(case: &str, args: &[&str]) -> f32 {
-    let out = scratch_dir().join(format!("eval-{case}-{}", args.join("_")));
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
+    let out = scratch_dir().join(format!("eval-{case}-{run_id}"));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_cyb-llm"));
     cmd.arg("eval").arg(unet_model());
     for input in ["noisy", "sigma", "difficulty"] {
@@ -64,4 +67,34 @@ fn unet_on_wgpu_matches_onnxruntime() {
     std::env::set_var("NODEVICE_SELECT", "1");
     let d = eval_case("b2", &["--backend", "wgpu", "-t", "2"]);
     assert!(d <= TOLERANCE, "wgpu: max |diff| {d:e}");
+}
+
+#[test]
+fn unet_fused_and_unfused_both_match_onnxruntime() {
+    // The fusion pass rewrites the exported group norms (Reshape, InstanceNormalization,
+    // Reshape, Mul, Add -> GroupNormAffine) and x * sigmoid(x) (-> Silu).
+    let out = scratch_dir().join("fusion-count");
+    let run = Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
+        .args(["eval"])
+        .arg(unet_model())
+        .args(["--backend", "cpu", "-t", "2", "--timings"])
+        .args(["noisy", "sigma", "difficulty"].map(|n| {
+            format!(
+                "--input={n}={}",
+                fixture(&format!("unet/b1_{n}.npy")).display()
+            )
+        }))
+        .arg("--output-dir")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    assert!(stderr.contains("(253 fused groups)"), "{stderr}");
+    let fused = eval_case("b2", &["--backend", "cpu", "-t", "2"]);
+    let unfused = eval_case("b2", &["--backend", "cpu", "-t", "2", "--no-fuse"]);
+    assert!(
+        fused <= TOLERANCE && unfused <= TOLERANCE,
+        "fused {fused:e}, unfused {unfused:e}"
+    );
 }

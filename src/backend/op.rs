@@ -127,6 +127,17 @@ pub enum Op {
         /// Added to the variance.
         eps: f32,
     },
+    /// `[x [B, C, ..], g [G], b [G], gamma (C values), beta (C values)] -> [y]`,
+    /// `y = ((x - mean) / sqrt(var + eps) * g[G(c)] + b[G(c)]) * gamma[c] + beta[c]` with
+    /// mean and population variance over each group `G(c)` of `C / G` channels: `GroupNorm`
+    /// with per-group gains, then a per-channel scale and shift (an exported
+    /// `torch.nn.GroupNorm`: Reshape, InstanceNormalization, Reshape, Mul, Add).
+    GroupNormAffine {
+        /// Number of channel groups `G` (divides C).
+        groups: usize,
+        /// Added to the variance.
+        eps: f32,
+    },
     /// `[x [S, H, d], cos [P, rot/2]?, sin [P, rot/2]?] -> [rotated x]`.
     /// Row s is at position `pos + s`. Without the cos/sin cache the angles are
     /// computed from `base` (in f64).
@@ -358,6 +369,7 @@ impl Op {
             Op::RmsNorm { .. } => "RmsNorm",
             Op::LayerNorm { .. } => "LayerNorm",
             Op::GroupNorm { .. } => "GroupNorm",
+            Op::GroupNormAffine { .. } => "GroupNormAffine",
             Op::Rope { .. } => "Rope",
             Op::Silu => "Silu",
             Op::Gelu => "Gelu",
@@ -631,6 +643,21 @@ impl Op {
                 }
                 vector(1, x[1])?;
                 vector(2, x[1])?;
+                Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::GroupNormAffine { groups, .. } => {
+                arity(5, 5)?;
+                let x = act(0)?;
+                if x.len() < 2 || *groups == 0 || !x[1].is_multiple_of(*groups) {
+                    return Err(mismatch(self, x, &[*groups]));
+                }
+                vector(1, *groups)?;
+                vector(2, *groups)?;
+                for t in &inputs[3..5] {
+                    if t.numel() != x[1] {
+                        return Err(mismatch(self, &[x[1]], &t.shape));
+                    }
+                }
                 Ok(vec![f32_out(x.to_vec())])
             }
             Op::Rope { rot_dim, pos, .. } => {

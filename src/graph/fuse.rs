@@ -8,6 +8,10 @@
 //!   `gate` and `up` are single-consumer `Matmul`s of the same `x`, else
 //!   `SwiGlu(gate, up)`, when `a` has no other consumer.
 //!
+//! - `Reshape(x) -> [B, G, L]`, `GroupNorm{groups: G}`, `Reshape` back to x's shape,
+//!   `Mul` by a per-channel weight, `Add` of a per-channel weight (an exported
+//!   `torch.nn.GroupNorm`) becomes `GroupNormAffine(x, g, b, gamma, beta)` when each
+//!   step's output has no other consumer;
 //! - `Sigmoid(x) -> s`, `Mul(x, s)` becomes `Silu(x)` when `s` has no other
 //!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24).
 //!
@@ -57,6 +61,93 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let touched = |ni: usize, removed: &[bool], replaced: &[Option<Node>]| {
         removed[ni] || replaced[ni].is_some()
     };
+
+    // Reshape -> GroupNorm -> Reshape -> Mul -> Add: GroupNormAffine.
+    let only_user = |v: usize| -> Option<usize> {
+        (consumers[v] == 1)
+            .then(|| users[v].first().copied())
+            .flatten()
+    };
+    // A weight of C values laid out per channel of a rank-`rank` [B, C, ..] value.
+    let per_channel = |v: usize, c: usize, rank: usize| {
+        let val = &g.values[v];
+        let dims: Vec<usize> = val.shape.iter().map(|d| d.unwrap_or(0)).collect();
+        val.source == Source::Weight
+            && ((dims.len() + 1 == rank && dims[0] == c && dims[1..].iter().all(|&d| d == 1))
+                || (dims.len() == rank
+                    && dims[0] == 1
+                    && dims[1] == c
+                    && dims[2..].iter().all(|&d| d == 1)))
+    };
+    for (ri, r1) in g.nodes.iter().enumerate() {
+        if !matches!(r1.op, GraphOp::Reshape(_)) || touched(ri, &removed, &replaced) {
+            continue;
+        }
+        let (x, v1) = (r1.inputs[0], r1.outputs[0]);
+        let xs = &g.values[x].shape;
+        let Some(c) = xs.get(1).copied().flatten() else {
+            continue;
+        };
+        let Some(ni) = only_user(v1) else { continue };
+        let gn = &g.nodes[ni];
+        let Some(&Op::GroupNorm { groups, eps }) = fixed(gn) else {
+            continue;
+        };
+        let v1s = &g.values[v1].shape;
+        if gn.inputs[0] != v1 || v1s.len() != 3 || v1s[1] != Some(groups) || c % groups != 0 {
+            continue;
+        }
+        let v2 = gn.outputs[0];
+        let Some(r2i) = only_user(v2) else { continue };
+        let r2 = &g.nodes[r2i];
+        let v3 = r2.outputs[0];
+        if !matches!(r2.op, GraphOp::Reshape(_)) || g.values[v3].shape != *xs {
+            continue;
+        }
+        let Some(mi) = only_user(v3) else { continue };
+        let mul = &g.nodes[mi];
+        let v4 = mul.outputs[0];
+        let other = |n: &Node, v: usize| {
+            if n.inputs[0] == v {
+                n.inputs[1]
+            } else {
+                n.inputs[0]
+            }
+        };
+        let gamma = other(mul, v3);
+        if fixed(mul) != Some(&Op::Mul) || !per_channel(gamma, c, xs.len()) {
+            continue;
+        }
+        let Some(ai) = only_user(v4) else { continue };
+        let add = &g.nodes[ai];
+        let beta = other(add, v4);
+        if fixed(add) != Some(&Op::Add) || !per_channel(beta, c, xs.len()) {
+            continue;
+        }
+        let chain = [ri, ni, r2i, mi, ai];
+        if chain.iter().any(|&n| touched(n, &removed, &replaced))
+            || !available_before(g, gn.inputs[1], ri)
+            || !available_before(g, gn.inputs[2], ri)
+        {
+            continue;
+        }
+        let op = Op::GroupNormAffine { groups, eps };
+        let inputs = vec![x, gn.inputs[1], gn.inputs[2], gamma, beta];
+        if !supports(add, &op, &inputs, g) {
+            continue;
+        }
+        replaced[ai] = Some(Node {
+            id: r1.id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs: add.outputs.clone(),
+            backend_hint: add.backend_hint.clone(),
+        });
+        for n in &chain[..4] {
+            removed[*n] = true;
+        }
+        count += 1;
+    }
 
     // Sigmoid -> Mul of the same value: Silu.
     for (si, sig) in g.nodes.iter().enumerate() {

@@ -61,6 +61,7 @@ pub const OP_TAGS: &[(&str, u16)] = &[
     ("Conv2d", 48),
     ("AvgPool2d", 49),
     ("ResizeNearest", 50),
+    ("GroupNormAffine", 51),
 ];
 
 /// The stable tag of op `name`, if the runtime knows it.
@@ -424,6 +425,10 @@ impl GraphOp {
                 pads: quad(&mut a, "pads")?,
                 count_include_pad: a.bool_opt("count_include_pad")?.unwrap_or(false),
             }),
+            "GroupNormAffine" => fixed(Op::GroupNormAffine {
+                groups: a.usize("groups")?,
+                eps: a.f32("eps")?,
+            }),
             "ResizeNearest" => fixed(Op::ResizeNearest {
                 scales: a.usizes("scales")?,
             }),
@@ -490,7 +495,7 @@ impl GraphOp {
                     }
                 }
                 Op::LayerNorm { eps } => put("eps", f(*eps)),
-                Op::GroupNorm { groups, eps } => {
+                Op::GroupNorm { groups, eps } | Op::GroupNormAffine { groups, eps } => {
                     put("groups", i(*groups));
                     put("eps", f(*eps));
                 }

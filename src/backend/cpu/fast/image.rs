@@ -215,23 +215,28 @@ pub(super) fn broadcast_binary(
     );
 }
 
-#[allow(clippy::too_many_arguments)]
-/// `GroupNorm` (see [`Op::GroupNorm`]) with the groups in parallel: per group the mean,
-/// then the variance about it (two passes, sums in f64), then `(x - mean) / sqrt(var + eps)`
-/// scaled and shifted per channel.
-pub(super) fn group_norm(
-    pool: &ThreadPool,
-    x: &[f32],
-    shape: &[usize],
-    gain: &[f32],
-    bias: &[f32],
-    groups: usize,
-    eps: f32,
-    y: &mut [f32],
-) {
-    let c = shape[1];
-    let rest: usize = shape[2..].iter().product();
-    let per_group = (c / groups * rest).max(1);
+/// The operands of [`group_norm`].
+pub(super) struct GroupNormArgs<'a> {
+    /// `[B, C, ..]`.
+    pub shape: &'a [usize],
+    /// Per channel.
+    pub gain: &'a [f32],
+    /// Per channel.
+    pub bias: &'a [f32],
+    pub groups: usize,
+    pub eps: f32,
+    /// A per-channel scale and shift after the norm's own (`GroupNormAffine`).
+    pub affine: Option<(&'a [f32], &'a [f32])>,
+}
+
+/// `GroupNorm` / `GroupNormAffine` (see [`Op::GroupNorm`]) with the groups in parallel:
+/// per group the mean, then the variance about it (two passes, sums in f64), then
+/// `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
+/// the norm's gain and bias, then `gamma` and `beta`, in that order of operations).
+pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mut [f32]) {
+    let c = a.shape[1];
+    let rest: usize = a.shape[2..].iter().product();
+    let per_group = (c / a.groups * rest).max(1);
     pool.install(|| {
         y.par_chunks_mut(per_group)
             .zip(x.par_chunks(per_group))
@@ -240,18 +245,28 @@ pub(super) fn group_norm(
                 let n = xg.len().max(1) as f64;
                 let mean = xg.iter().map(|&v| v as f64).sum::<f64>() / n;
                 let var = xg.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
-                let inv = (1.0 / (var + eps as f64).sqrt()) as f32;
+                let inv = (1.0 / (var + a.eps as f64).sqrt()) as f32;
                 let mean = mean as f32;
-                let first = (gi % groups) * (c / groups);
+                let first = (gi % a.groups) * (c / a.groups);
                 for (ci, (yc, xc)) in yg
                     .chunks_mut(rest.max(1))
                     .zip(xg.chunks(rest.max(1)))
                     .enumerate()
                 {
-                    let scale = inv * gain[first + ci];
-                    let shift = bias[first + ci];
-                    for (o, &v) in yc.iter_mut().zip(xc) {
-                        *o = (v - mean) * scale + shift;
+                    let ch = first + ci;
+                    let (g, b) = (a.gain[ch], a.bias[ch]);
+                    match a.affine {
+                        None => {
+                            for (o, &v) in yc.iter_mut().zip(xc) {
+                                *o = (v - mean) * inv * g + b;
+                            }
+                        }
+                        Some((gamma, beta)) => {
+                            let (s, t) = (gamma[ch], beta[ch]);
+                            for (o, &v) in yc.iter_mut().zip(xc) {
+                                *o = ((v - mean) * inv * g + b) * s + t;
+                            }
+                        }
                     }
                 }
             })

@@ -110,8 +110,36 @@ pub fn execute(
         }
         Op::GroupNorm { groups, eps } => {
             let (x, g, b) = (read(0)?, read(1)?, read(2)?);
+            let args = image::GroupNormArgs {
+                shape: &infos[0].shape,
+                gain: &g,
+                bias: &b,
+                groups: *groups,
+                eps: *eps,
+                affine: None,
+            };
             one(ctx.tensor_with(shape0, false, |y| {
-                image::group_norm(pool, &x, &infos[0].shape, &g, &b, *groups, *eps, y);
+                image::group_norm(pool, &x, &args, y);
+                Ok(())
+            })?)
+        }
+        Op::GroupNormAffine { groups, eps } => {
+            let (x, g, b) = (read(0)?, read(1)?, read(2)?);
+            let (gamma, beta) = (read(3)?, read(4)?);
+            let c = infos[0].shape[1];
+            let per = c / groups;
+            let gain: Vec<f32> = (0..c).map(|ch| g[ch / per]).collect();
+            let bias: Vec<f32> = (0..c).map(|ch| b[ch / per]).collect();
+            let args = image::GroupNormArgs {
+                shape: &infos[0].shape,
+                gain: &gain,
+                bias: &bias,
+                groups: *groups,
+                eps: *eps,
+                affine: Some((&gamma, &beta)),
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::group_norm(pool, &x, &args, y);
                 Ok(())
             })?)
         }

@@ -202,6 +202,25 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
             };
             one(norm::layer_norm(&read(0)?, &read(1)?, b.as_deref(), *eps))
         }
+        Op::GroupNormAffine { groups, eps } => {
+            let (x, shape) = (read(0)?, &infos[0].shape);
+            let c = shape[1];
+            let per = c / groups;
+            let (g, b) = (read(1)?, read(2)?);
+            let gain: Vec<f32> = (0..c).map(|ch| g[ch / per]).collect();
+            let shift: Vec<f32> = (0..c).map(|ch| b[ch / per]).collect();
+            let normed = norm::group_norm(&x, shape, &gain, &shift, *groups, *eps);
+            let (gamma, beta) = (read(3)?, read(4)?);
+            let rest = x.len() / (shape[0] * c).max(1);
+            one(normed
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| {
+                    let ch = (i / rest.max(1)) % c;
+                    v * gamma[ch] + beta[ch]
+                })
+                .collect())
+        }
         Op::GroupNorm { groups, eps } => one(norm::group_norm(
             &read(0)?,
             &infos[0].shape,
