@@ -60,6 +60,12 @@ def serve_bars(path):
     return bars
 
 
+def onnx_bars(path):
+    """Rows `| model | batch | threads | ours | ort | R x | diff |` of scripts/bench-onnx.sh."""
+    return [(f"eval {m.split()[0]} {m.split()[1]} batch {b}: vs onnxruntime", float(ratio.rstrip("x")))
+            for m, b, _, _, _, ratio, _ in table_rows(path)]
+
+
 def seconds(cell):
     """`0.38 (0.035)` -> 0.38."""
     return float(re.match(r"[0-9.]+", cell).group(0))
@@ -105,7 +111,7 @@ def main():
     target = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "ratios.svg")
     bars, sources = [], []
     topics = (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars),
-              ("embed", embed_bars), ("serve", serve_bars))
+              ("embed", embed_bars), ("serve", serve_bars), ("onnx", onnx_bars))
     for topic, parse in topics:
         report = newest(folder, topic)
         if report:
