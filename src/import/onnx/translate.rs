@@ -229,11 +229,21 @@ impl Translator {
     }
 
     /// The graph and its tensors, with `outputs` returned.
-    pub fn finish(self, outputs: &[String]) -> Result<Translated, Why> {
+    pub fn finish(mut self, outputs: &[String]) -> Result<Translated, Why> {
         let mut names = Vec::new();
         for o in outputs {
-            match self.vals.get(o) {
-                Some(Val::Dyn { name, .. }) => names.push(name.clone()),
+            match self.vals.get(o).cloned() {
+                // An output that is another value under a new name (Identity, a folded
+                // reshape) gets a view node of its own name, so the caller finds it by name.
+                Some(Val::Dyn { name, shape }) if name != *o => {
+                    let alias = Val::Dyn { name, shape: shape.clone() };
+                    let tmp = self.fresh_name(o);
+                    self.set(&tmp, alias);
+                    self.vals.remove(o);
+                    self.reshape(&tmp, shape, o)?;
+                    names.push(o.clone());
+                }
+                Some(Val::Dyn { name, .. }) => names.push(name),
                 Some(_) => {
                     return Err(format!(
                         "graph output `{o}` is a constant; an output computed from the inputs is needed"
@@ -428,7 +438,15 @@ impl Translator {
             .iter()
             .map(|n| self.operand(n))
             .collect::<Result<Vec<_>, _>>()?;
-        let gop = crate::graph::GraphOp::Fixed(op);
+        // The IR writes a slice as the graph op (its indices in attributes).
+        let gop = match op {
+            Op::Slice { axis, start, end } => crate::graph::GraphOp::Slice {
+                axis,
+                start: start as i64,
+                end: Some(end as i64),
+            },
+            op => crate::graph::GraphOp::Fixed(op),
+        };
         self.push_node(gop.name(), gop.attrs(), operands, outs, out_shapes);
         Ok(())
     }
