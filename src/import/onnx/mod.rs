@@ -64,23 +64,51 @@ fn attrs(node: &proto::NodeProto, dir: &Path) -> Result<HashMap<String, Attr>, S
         .collect()
 }
 
-/// Decodes the ONNX model at `source`.
-pub fn read(source: &Path) -> Result<proto::ModelProto, ImportError> {
-    let bytes = std::fs::read(source).map_err(|e| ImportError::Io {
-        path: source.to_path_buf(),
-        source: e,
-    })?;
-    proto::ModelProto::decode(bytes.as_slice()).map_err(|e| {
-        format_err(
-            source,
-            format!("not a valid ONNX model (protobuf decode failed: {e}); the file may be truncated or corrupt"),
-        )
-    })
+/// An ONNX model translated: the graph section and the tensors it reads.
+pub struct Converted {
+    /// The graph section.
+    pub graph: crate::graph::GraphDoc,
+    /// The `config` section.
+    pub config: Config,
+    weights: Vec<translate::WeightOut>,
 }
 
 /// Imports the ONNX model `source` into the `.model` file `out`.
 pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), ImportError> {
-    let model = read(source)?;
+    let bytes = std::fs::read(source).map_err(|e| ImportError::Io {
+        path: source.to_path_buf(),
+        source: e,
+    })?;
+    let done = convert(source, &bytes)?;
+    let name = opts.name.clone().unwrap_or_else(|| {
+        source
+            .file_stem()
+            .map_or("model".into(), |s| s.to_string_lossy().into_owned())
+    });
+    let mut writer = ModelWriter::new(name);
+    for w in &done.weights {
+        writer.add_tensor(PendingTensor {
+            name: w.name.clone(),
+            shape: w.shape.clone(),
+            dtype: crate::dtype::DType::F32,
+            scale: None,
+            data: Cow::Owned(bytemuck::cast_slice(w.data.as_slice()).to_vec()),
+        })?;
+    }
+    writer.set_config(&done.config)?;
+    writer.set_section("graph", done.graph.to_toml());
+    writer.write(out)
+}
+
+/// Translates the ONNX model in `bytes` (read from `source`; external data is looked up
+/// beside it) without writing anything.
+pub fn convert(source: &Path, bytes: &[u8]) -> Result<Converted, ImportError> {
+    let model = proto::ModelProto::decode(bytes).map_err(|e| {
+        format_err(
+            source,
+            format!("not a valid ONNX model (protobuf decode failed: {e}); the file may be truncated or corrupt"),
+        )
+    })?;
     let dir = source.parent().unwrap_or(Path::new("."));
     let opset = model
         .opset_import
@@ -175,23 +203,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
     let done = tr.finish(&outputs).map_err(|r| format_err(source, r))?;
 
-    let name = opts.name.clone().unwrap_or_else(|| {
-        source
-            .file_stem()
-            .map_or("model".into(), |s| s.to_string_lossy().into_owned())
-    });
-    let mut writer = ModelWriter::new(name);
-    let mut parameters = 0u64;
-    for w in &done.weights {
-        parameters += w.data.len() as u64;
-        writer.add_tensor(PendingTensor {
-            name: w.name.clone(),
-            shape: w.shape.clone(),
-            dtype: crate::dtype::DType::F32,
-            scale: None,
-            data: Cow::Owned(bytemuck::cast_slice(w.data.as_slice()).to_vec()),
-        })?;
-    }
+    let parameters = done.weights.iter().map(|w| w.data.len() as u64).sum();
     let mut extra = toml::Table::new();
     let mut onnx = toml::Table::new();
     onnx.insert("opset".into(), toml::Value::Integer(opset));
@@ -214,7 +226,9 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         },
         ..Default::default()
     };
-    writer.set_config(&config)?;
-    writer.set_section("graph", done.doc.to_toml());
-    writer.write(out)
+    Ok(Converted {
+        graph: done.doc,
+        config,
+        weights: done.weights,
+    })
 }

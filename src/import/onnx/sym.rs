@@ -51,17 +51,17 @@ impl Sym {
     /// The value with every symbolic dimension set to `probe`.
     pub fn at(&self, probe: i64) -> i64 {
         match self.var {
-            Some(_) => self.coef * probe,
+            Some(_) => self.coef.saturating_mul(probe),
             None => self.coef,
         }
     }
 
-    /// `self * other`, when at most one of them is symbolic.
+    /// `self * other`, when at most one of them is symbolic (and no overflow).
     pub fn mul(&self, other: &Sym) -> Option<Sym> {
         match (&self.var, &other.var) {
             (Some(_), Some(_)) => None,
             (v, None) | (None, v) => Some(Sym {
-                coef: self.coef * other.coef,
+                coef: self.coef.checked_mul(other.coef)?,
                 var: v.clone(),
             }),
         }
@@ -70,7 +70,7 @@ impl Sym {
     /// `self / other` (truncating), when exact or both known.
     pub fn div(&self, other: &Sym) -> Option<Sym> {
         match (&self.var, &other.var) {
-            (None, None) if other.coef != 0 => Some(Sym::known(self.coef / other.coef)),
+            (None, None) if other.coef != 0 => Some(Sym::known(self.coef.checked_div(other.coef)?)),
             (Some(a), Some(b)) if a == b && other.coef != 0 && self.coef % other.coef == 0 => {
                 Some(Sym::known(self.coef / other.coef))
             }
@@ -86,9 +86,11 @@ impl Sym {
     /// multiples of the same dimension.
     pub fn add(&self, other: &Sym, sign: i64) -> Option<Sym> {
         match (&self.var, &other.var) {
-            (None, None) => Some(Sym::known(self.coef + sign * other.coef)),
+            (None, None) => Some(Sym::known(
+                self.coef.checked_add(sign.checked_mul(other.coef)?)?,
+            )),
             (Some(a), Some(b)) if a == b => {
-                let coef = self.coef + sign * other.coef;
+                let coef = self.coef.checked_add(sign.checked_mul(other.coef)?)?;
                 Some(if coef == 0 {
                     Sym::known(0)
                 } else {
@@ -113,8 +115,8 @@ impl Sym {
         if a == b {
             return Some(Sym::known(a as i64));
         }
-        let coef = (b as i64 - a as i64) / 2;
-        (coef > 0 && coef * 3 == a as i64).then(|| Sym {
+        let coef = (b as i64).checked_sub(a as i64)? / 2;
+        (coef > 0 && coef.checked_mul(3) == Some(a as i64)).then(|| Sym {
             coef,
             var: Some(var.to_string()),
         })

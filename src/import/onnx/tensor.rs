@@ -38,12 +38,11 @@ pub fn value(t: &TensorProto, dir: &Path) -> Result<Val, String> {
         }
     };
     let from_raw = !raw.is_empty();
-    if from_raw && raw.len() != count * width {
+    if from_raw && Some(raw.len()) != count.checked_mul(width) {
         return Err(format!(
-            "tensor `{}`: {} bytes of data for shape {shape:?} ({} expected)",
+            "tensor `{}`: {} bytes of data for shape {shape:?} ({count} values of {width} bytes expected)",
             t.name,
             raw.len(),
-            count * width
         ));
     }
     let typed_len = match t.data_type {

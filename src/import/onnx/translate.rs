@@ -21,6 +21,9 @@ use crate::graph::{GraphDoc, InputDecl, NodeDecl};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+/// The largest dimension a translated value may have (2^31; larger is a corrupt file).
+const MAX_DIM: usize = 1 << 31;
+
 /// An f32 constant's shape and values.
 type Constant = (Vec<usize>, Arc<Vec<f32>>);
 
@@ -379,9 +382,10 @@ impl Translator {
                 .map(|s| {
                     let dims = s
                         .iter()
-                        .map(|d| {
-                            usize::try_from(d.at(probe))
-                                .map_err(|_| format!("negative dimension {d}"))
+                        .map(|d| match usize::try_from(d.at(probe)) {
+                            Ok(n) if n <= MAX_DIM => Ok(n),
+                            Ok(_) => Err(format!("dimension {d} is larger than {MAX_DIM}")),
+                            Err(_) => Err(format!("negative dimension {d}")),
                         })
                         .collect::<Result<Vec<_>, _>>()?;
                     Ok(TensorInfo::new(&dims, DType::F32))
@@ -860,8 +864,14 @@ impl Translator {
                     None => match n.ints("split")? {
                         Some(s) => s.iter().map(|&v| v.max(0) as usize).collect(),
                         None => {
-                            let parts =
-                                n.int("num_outputs", n.outputs.len() as i64)?.max(1) as usize;
+                            let parts = n.int("num_outputs", n.outputs.len() as i64)?;
+                            if parts != n.outputs.len() as i64 || parts < 1 {
+                                return Err(format!(
+                                    "Split num_outputs {parts} with {} outputs",
+                                    n.outputs.len()
+                                ));
+                            }
+                            let parts = parts as usize;
                             let each = len.div_ceil(parts);
                             (0..parts)
                                 .map(|i| each.min(len.saturating_sub(i * each)))
