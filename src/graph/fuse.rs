@@ -94,7 +94,14 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
             continue;
         };
         let v1s = &g.values[v1].shape;
-        if gn.inputs[0] != v1 || v1s.len() != 3 || v1s[1] != Some(groups) || c % groups != 0 {
+        // [B, G, C/G * rest] exactly: each group is C/G whole channels of one batch entry.
+        let rest: Option<usize> = xs[2..].iter().try_fold(1usize, |a, d| Some(a * (*d)?));
+        let grouped = groups > 0
+            && c % groups == 0
+            && v1s.len() == 3
+            && v1s[1] == Some(groups)
+            && rest.is_some_and(|r| v1s[2] == Some(c / groups * r));
+        if gn.inputs[0] != v1 || !grouped {
             continue;
         }
         let v2 = gn.outputs[0];
