@@ -181,6 +181,14 @@ pub enum ImportError {
         /// What is not supported, and what would work.
         reason: String,
     },
+    #[error("{path}: {field}: {reason}")]
+    Diffusion {
+        path: PathBuf,
+        /// The `[diffusion]` key (or import flag) at fault.
+        field: String,
+        /// What is wrong and what would fix it.
+        reason: String,
+    },
     #[error("the written file does not load back: {0}")]
     Verify(#[from] LoadError),
 }

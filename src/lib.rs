@@ -10,6 +10,7 @@ pub mod audio;
 pub mod backend;
 pub mod bench;
 pub mod curated;
+pub mod diffusion;
 pub mod dtype;
 pub mod encode;
 pub mod error;

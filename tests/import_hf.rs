@@ -37,6 +37,7 @@ fn run_import(src: &Path, quant: QuantChoice) -> (tempfile::TempDir, Model) {
         quant,
         name: None,
         no_graph: false,
+        diffusion: None,
     };
     import(src, &out, &opts).unwrap_or_else(|e| panic!("import of {} failed: {e}", src.display()));
     let model = load(&out).unwrap();

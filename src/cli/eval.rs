@@ -3,13 +3,12 @@
 //! `.npy` files named by graph input; every graph output is written as
 //! `DIR/<output name>.npy`.
 
+use super::npy::{read_f32, write_f32};
 use super::source::resolve_model_source;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Tensor};
 use cyb_llm::graph::{GraphModel, GraphOptions};
-use npyz::WriterBuilder;
-use std::io::BufWriter;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -46,44 +45,6 @@ pub struct EvalArgs {
     /// Print one JSON line per output (name, shape, file) instead of text.
     #[arg(long)]
     json: bool,
-}
-
-/// Reads an f32 `.npy` file for graph input `name`.
-fn read_npy(name: &str, path: &Path) -> Result<(Vec<usize>, Vec<f32>), String> {
-    let bytes = std::fs::read(path)
-        .map_err(|e| format!("input `{name}`: cannot read {}: {e}", path.display()))?;
-    let npy = npyz::NpyFile::new(&bytes[..])
-        .map_err(|e| format!("input `{name}`: {} is not a .npy file: {e}", path.display()))?;
-    if npy.order() != npyz::Order::C {
-        return Err(format!(
-            "input `{name}`: {} is in Fortran order; save it with numpy.ascontiguousarray",
-            path.display()
-        ));
-    }
-    let dtype = npy.dtype().descr();
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
-    if dtype != "'<f4'" {
-        return Err(format!(
-            "input `{name}`: {} holds {dtype} values; the graph input is f32 (<f4): convert with .astype(numpy.float32)",
-            path.display()
-        ));
-    }
-    let data = npy
-        .into_vec::<f32>()
-        .map_err(|e| format!("input `{name}`: {}: {e}", path.display()))?;
-    Ok((shape, data))
-}
-
-fn write_npy(path: &Path, shape: &[usize], data: &[f32]) -> std::io::Result<()> {
-    let file = BufWriter::new(std::fs::File::create(path)?);
-    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
-    let mut w = npyz::WriteOptions::<f32>::new()
-        .default_dtype()
-        .shape(&shape)
-        .writer(file)
-        .begin_nd()?;
-    w.extend(data.iter().copied())?;
-    w.finish()
 }
 
 /// A file name for an output: characters outside `[A-Za-z0-9._-]` become `_`.
@@ -141,7 +102,7 @@ pub fn run(a: EvalArgs) -> CmdResult {
                 d.name, d.dtype, d.shape, d.name
             )
         })?;
-        let (shape, data) = read_npy(&d.name, path)?;
+        let (shape, data) = read_f32(&format!("input `{}`", d.name), path)?;
         let fits = shape.len() == d.shape.len()
             && shape
                 .iter()
@@ -175,7 +136,7 @@ pub fn run(a: EvalArgs) -> CmdResult {
         let name = &graph.values[vi].name;
         let values = backend.try_download_f32(t)?;
         let path = a.output_dir.join(format!("{}.npy", file_stem(name)));
-        write_npy(&path, t.shape(), &values)
+        write_f32(&path, t.shape(), &values)
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if a.json {
             println!(

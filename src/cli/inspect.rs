@@ -124,6 +124,17 @@ pub fn run(a: InspectArgs) -> CmdResult {
     for line in arch.lines().filter(|l| !l.is_empty()) {
         println!("  {line}");
     }
+    if let Some(d) = &m.config.diffusion {
+        println!(
+            "diffusion   {} sampler, {} step(s); run with `cyb-llm diffuse`",
+            d.sampler.name(),
+            d.steps
+        );
+        let keys = toml::to_string(d).unwrap_or_default();
+        for line in keys.lines().filter(|l| !l.is_empty()) {
+            println!("  {line}");
+        }
+    }
     if let (Some(t), Some(v)) = (&m.config.tokenizer, &m.vocab) {
         println!(
             "tokenizer   {} (pre {}), {} tokens, {} merges",

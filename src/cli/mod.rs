@@ -4,11 +4,13 @@ mod backends;
 mod bench;
 mod chat;
 mod classify;
+mod diffuse;
 mod embed;
 mod eval;
 mod graph;
 mod import;
 mod inspect;
+mod npy;
 mod perplexity;
 mod run;
 mod serve;
@@ -53,6 +55,8 @@ enum Command {
     Graph(graph::GraphArgs),
     /// Run any graph model (an imported ONNX model) on .npy inputs; outputs to .npy files.
     Eval(eval::EvalArgs),
+    /// Generate images with a diffusion model (an imported ONNX denoiser with a sampler).
+    Diffuse(diffuse::DiffuseArgs),
     /// Perplexity of a text model on a text (llama-perplexity's method), and KL divergence between runs.
     Perplexity(perplexity::PerplexityArgs),
     /// OpenAI-compatible HTTP server for text, embedding and speech models.
@@ -90,6 +94,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Classify(a) => classify::run(a),
         Command::Graph(a) => graph::run(a),
         Command::Eval(a) => eval::run(a),
+        Command::Diffuse(a) => diffuse::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Perplexity(a) => perplexity::run(a),

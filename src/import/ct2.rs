@@ -457,6 +457,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             ..Default::default()
         }),
         sampling: None,
+        diffusion: None,
     };
     writer.set_config(&config)?;
     writer.set_section("vocab", vocab.to_toml());

@@ -48,6 +48,9 @@ pub struct ImportOptions {
     pub name: Option<String>,
     /// Skip writing the `graph` section (`--no-graph`).
     pub no_graph: bool,
+    /// `[diffusion]` keys for an ONNX denoiser (`--sampler ...`, `--config FILE`);
+    /// the inputs' roles left out are found from the graph.
+    pub diffusion: Option<toml::Table>,
 }
 
 /// The kind of source at a path.
@@ -105,6 +108,12 @@ pub fn import_as(
     out: &Path,
     opts: &ImportOptions,
 ) -> Result<(), ImportError> {
+    if opts.diffusion.is_some() && kind != SourceKind::Onnx {
+        return Err(ImportError::Unsupported {
+            path: source.to_path_buf(),
+            reason: "diffusion samplers (--sampler, --config) apply to ONNX denoisers only".into(),
+        });
+    }
     match kind {
         SourceKind::Gguf => gguf::import(source, out, opts),
         SourceKind::HuggingFace => hf::import(source, out, opts),

@@ -11,6 +11,7 @@
 //! Opsets 13 to 21 of the default domain are read; any other domain, opset
 //! or op is [`ImportError::UnsupportedOp`] naming the node.
 
+mod diffusion;
 pub mod proto;
 mod sym;
 mod tensor;
@@ -79,7 +80,18 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         path: source.to_path_buf(),
         source: e,
     })?;
-    let done = convert(source, &bytes)?;
+    let mut done = convert(source, &bytes)?;
+    if let Some(keys) = &opts.diffusion {
+        let section =
+            diffusion::section(keys.clone(), &done.graph).map_err(|(field, reason)| {
+                ImportError::Diffusion {
+                    path: source.to_path_buf(),
+                    field,
+                    reason,
+                }
+            })?;
+        done.config.diffusion = Some(section);
+    }
     let name = opts.name.clone().unwrap_or_else(|| {
         source
             .file_stem()

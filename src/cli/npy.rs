@@ -1,0 +1,44 @@
+//! NumPy `.npy` files of f32 values (C order), read and written by `eval` and `diffuse`.
+
+use npyz::WriterBuilder;
+use std::io::BufWriter;
+use std::path::Path;
+
+/// Reads an f32 `.npy` file; errors start with `what` (`input `noisy``, `--noise`).
+pub fn read_f32(what: &str, path: &Path) -> Result<(Vec<usize>, Vec<f32>), String> {
+    let bytes =
+        std::fs::read(path).map_err(|e| format!("{what}: cannot read {}: {e}", path.display()))?;
+    let npy = npyz::NpyFile::new(&bytes[..])
+        .map_err(|e| format!("{what}: {} is not a .npy file: {e}", path.display()))?;
+    if npy.order() != npyz::Order::C {
+        return Err(format!(
+            "{what}: {} is in Fortran order; save it with numpy.ascontiguousarray",
+            path.display()
+        ));
+    }
+    let dtype = npy.dtype().descr();
+    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    if dtype != "'<f4'" {
+        return Err(format!(
+            "{what}: {} holds {dtype} values; f32 (<f4) is needed: convert with .astype(numpy.float32)",
+            path.display()
+        ));
+    }
+    let data = npy
+        .into_vec::<f32>()
+        .map_err(|e| format!("{what}: {}: {e}", path.display()))?;
+    Ok((shape, data))
+}
+
+/// Writes `data` with `shape` as an f32 `.npy` file.
+pub fn write_f32(path: &Path, shape: &[usize], data: &[f32]) -> std::io::Result<()> {
+    let file = BufWriter::new(std::fs::File::create(path)?);
+    let shape: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+    let mut w = npyz::WriteOptions::<f32>::new()
+        .default_dtype()
+        .shape(&shape)
+        .writer(file)
+        .begin_nd()?;
+    w.extend(data.iter().copied())?;
+    w.finish()
+}
