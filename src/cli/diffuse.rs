@@ -92,7 +92,7 @@ pub fn run(a: DiffuseArgs) -> CmdResult {
     let what = a.model.display().to_string();
     let model = DiffusionModel::load(&file, &opts).map_err(|e| format!("{what}: {e}"))?;
     let seed = a.seed.unwrap_or_else(rand::random);
-    if a.seed.is_none() {
+    if a.seed.is_none() && (a.noise.is_none() || a.labels.is_empty()) {
         eprintln!("seed: {seed}");
     }
     let request = DiffusionRequest {

@@ -215,7 +215,7 @@ mod tests {
     fn training_sigmas_grow_and_match_the_closed_form_of_a_linear_schedule() {
         let s = training_sigmas(1000, 1e-4, 0.02, BetaSchedule::Linear);
         assert!(s.windows(2).all(|w| w[0] < w[1]));
-        let alphabar0 = 1.0 - 1e-4;
+        let alphabar0: f64 = 1.0 - 1e-4;
         assert!((s[0] - ((1.0 - alphabar0) / alphabar0).sqrt()).abs() < 1e-12);
     }
 }
