@@ -26,6 +26,9 @@
 #   scripts/bench.sh onnx        # cyb-llm eval vs onnxruntime (pinned in scripts/bench-onnx-requirements.txt,
 #                              # .cache/onnx-venv), the terrain UNet at batch 1 and 8; env as
 #                              # scripts/bench-onnx.sh (THREADS=2 REPS=3 BATCHES="1 8")
+#   scripts/bench.sh diffuse     # cyb-llm diffuse vs onnxruntime running the terrain package's one-step
+#                              # sampling (same venv as onnx), images/s at batch 1 and 8, load included
+#                              # and excluded; env as scripts/bench-diffuse.sh (THREADS=2 BATCHES_PER_RUN=4)
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
@@ -37,7 +40,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper | perplexity | serve | embed | onnx) ;;
+  llm | whisper | perplexity | serve | embed | onnx | diffuse) ;;
   *) usage ;;
 esac
 
@@ -146,6 +149,13 @@ onnx() {
   venv_topic "onnx: imported ONNX graphs, cyb-llm eval vs onnxruntime" \
     scripts/bench-onnx-requirements.txt .cache/onnx-venv 'onnxruntime|onnx|numpy' \
     scripts/bench-onnx.sh "$@"
+}
+
+diffuse() {
+  scripts/fetch-models.sh terrain >&2
+  venv_topic "diffuse: image generation, cyb-llm diffuse vs onnxruntime" \
+    scripts/bench-onnx-requirements.txt .cache/onnx-venv 'onnxruntime|onnx|numpy' \
+    scripts/bench-diffuse.sh "$@"
 }
 
 "$topic" "$@" | tee "$report"

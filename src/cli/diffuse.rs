@@ -156,6 +156,7 @@ pub fn run(a: DiffuseArgs) -> CmdResult {
                 "raw": a.raw.as_ref().map(|p| p.display().to_string()),
                 "load_ms": model.load_ms(),
                 "run_ms": samples.run_ms,
+                "batch_ms": samples.batch_ms,
                 "images_per_s": per_s,
                 "backend": model.graph_model().dispatcher().primary().name(),
             })

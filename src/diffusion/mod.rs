@@ -112,6 +112,8 @@ pub struct Samples {
     pub sigmas: Vec<f64>,
     /// Wall time of the sampling, graph runs included.
     pub run_ms: f64,
+    /// Wall time of each batch, in order (the first includes the graph's warm-up).
+    pub batch_ms: Vec<f64>,
 }
 
 impl Samples {
@@ -309,7 +311,9 @@ impl DiffusionModel {
         let backend = self.graph.dispatcher().primary();
         let mut data = Vec::with_capacity(n * per);
         let sigma_min = cfg.sigma_min.unwrap_or(0.0);
+        let mut batch_ms = Vec::with_capacity(batches);
         for b in 0..batches {
+            let batch_start = Instant::now();
             let lo = b * request.batch;
             let hi = (lo + request.batch).min(n);
             let size = hi - lo;
@@ -342,6 +346,7 @@ impl DiffusionModel {
             };
             let out = sampler::run(cfg.sampler, &plan, sigma_min, noise, denoise)?;
             data.extend_from_slice(&out);
+            batch_ms.push(batch_start.elapsed().as_secs_f64() * 1e3);
         }
         Ok(Samples {
             shape: [
@@ -354,6 +359,7 @@ impl DiffusionModel {
             labels,
             sigmas: plan.steps.iter().map(|l| l.sigma).collect(),
             run_ms: started.elapsed().as_secs_f64() * 1e3,
+            batch_ms,
         })
     }
 
