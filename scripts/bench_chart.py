@@ -66,6 +66,13 @@ def onnx_bars(path):
             for m, b, _, _, _, ratio, _ in table_rows(path)]
 
 
+def diffuse_bars(path):
+    """Rows `| batch | threads | backend | ... | R x | ... | R x |` of scripts/bench-diffuse.sh
+    (the load-excluded ratio)."""
+    return [(f"diffuse batch {b} ({be}): vs onnxruntime", float(excl.rstrip("x")))
+            for b, _, be, _, _, _, _, _, excl in table_rows(path)]
+
+
 def seconds(cell):
     """`0.38 (0.035)` -> 0.38."""
     return float(re.match(r"[0-9.]+", cell).group(0))
@@ -111,7 +118,8 @@ def main():
     target = sys.argv[2] if len(sys.argv) > 2 else os.path.join(folder, "ratios.svg")
     bars, sources = [], []
     topics = (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars),
-              ("embed", embed_bars), ("serve", serve_bars), ("onnx", onnx_bars))
+              ("embed", embed_bars), ("serve", serve_bars), ("onnx", onnx_bars),
+              ("diffuse", diffuse_bars))
     for topic, parse in topics:
         report = newest(folder, topic)
         if report:
