@@ -94,9 +94,10 @@ fn tiny(toml: &str, tag: &str) -> PathBuf {
     out
 }
 
-/// Runs `diffuse` with `--noise CASE_noise.npy` and compares `--raw` with `CASE_samples.npy`.
-fn matches_reference(model: &Path, case: &str, extra: &[&str]) -> f32 {
-    let dir = scratch_dir().join(format!("out-{case}"));
+/// Runs `diffuse` with `--noise CASE_noise.npy` and compares `--raw` with
+/// `CASE_samples.npy`; the output goes to `out-CASE-TAG`.
+fn matches_reference(model: &Path, case: &str, tag: &str, extra: &[&str]) -> f32 {
+    let dir = scratch_dir().join(format!("out-{case}-{tag}"));
     let raw = dir.join("raw.npy");
     let noise = fixture(&format!("{case}_noise.npy"));
     let mut args = vec![
@@ -121,13 +122,14 @@ fn matches_reference(model: &Path, case: &str, extra: &[&str]) -> f32 {
 
 #[test]
 fn one_step_samples_match_the_packages_generator_batch_1_and_3() {
-    let d1 = matches_reference(terrain(), "onestep_b1", &["--label", "37"]);
+    let d1 = matches_reference(terrain(), "onestep_b1", "cpu", &["--label", "37"]);
     let d3 = matches_reference(
         terrain(),
         "onestep_b3",
+        "cpu",
         &["-n", "3", "--batch", "3", "--label", "1,50,100", "-t", "2"],
     );
-    let dir = scratch_dir().join("out-onestep_b3");
+    let dir = scratch_dir().join("out-onestep_b3-cpu");
     for i in 0..3 {
         let png = dir.join(format!("sample_{i:04}.png"));
         let bytes = std::fs::read(&png).unwrap();
@@ -143,23 +145,50 @@ fn multi_step_consistency_and_euler_match_the_reference_loops() {
     let dc = matches_reference(
         terrain(),
         "cm2",
+        "cpu",
         &[
             "-n", "2", "--batch", "2", "--steps", "2", "--label", "20,80",
         ],
     );
-    let de = matches_reference(terrain_euler(), "euler3", &["-n", "2", "--label", "20,80"]);
+    let de = matches_reference(
+        terrain_euler(),
+        "euler3",
+        "cpu",
+        &["-n", "2", "--label", "20,80"],
+    );
     eprintln!("consistency 2 steps max |diff| {dc:e}, euler 3 steps {de:e}");
 }
 
 #[test]
 fn ddim_epsilon_and_euler_v_match_diffusers_steps() {
-    let dd = matches_reference(&tiny("ddim_eps.toml", "ddim"), "ddim_eps", &["-n", "2"]);
+    let dd = matches_reference(
+        &tiny("ddim_eps.toml", "ddim"),
+        "ddim_eps",
+        "cpu",
+        &["-n", "2"],
+    );
     let dv = matches_reference(
         &tiny("euler_v.toml", "euler-v"),
         "euler_v",
+        "cpu",
         &["-n", "2", "--batch", "2"],
     );
     eprintln!("ddim epsilon max |diff| {dd:e}, euler v {dv:e}");
+}
+
+#[test]
+fn nox_samples_match_the_reference_bit_for_bit_across_threads() {
+    let flags = |t| ["--label", "37", "--backend", "nox", "-t", t];
+    let d1 = matches_reference(terrain(), "onestep_b1", "nox1", &flags("1"));
+    let d2 = matches_reference(terrain(), "onestep_b1", "nox2", &flags("2"));
+    let raw = |tag: &str| {
+        std::fs::read(scratch_dir().join(format!("out-onestep_b1-{tag}/raw.npy"))).unwrap()
+    };
+    assert!(
+        raw("nox1") == raw("nox2"),
+        "nox on 1 and 2 threads gave different samples"
+    );
+    eprintln!("nox: max |diff| {d1:e} (1 thread), {d2:e} (2 threads)");
 }
 
 #[test]

@@ -253,3 +253,103 @@ fn nox_rejects_fused_ops_and_results_do_not_depend_on_threads() {
         |t: &Tensor| -> Vec<u32> { t.as_f32().unwrap().iter().map(|v| v.to_bits()).collect() };
     assert_eq!(bits(&a[0]), bits(&b[0]));
 }
+
+#[test]
+fn image_ops_match_the_reference_and_do_not_depend_on_threads() {
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed());
+    let one = nox::init(&BackendConfig { threads: 1 }).unwrap();
+    let two = nox::init(&BackendConfig { threads: 2 }).unwrap();
+    let mut ctx = ExecContext::new(2);
+    let mut r = |shape: &[usize]| t(shape, rand_vec(&mut rng, shape.iter().product()));
+    let conv = |stride, pads, dilation, groups| Op::Conv2d {
+        stride,
+        pads,
+        dilation,
+        groups,
+    };
+    let x = r(&[2, 6, 9, 11]);
+    let positive = t(
+        &[2, 6, 9, 11],
+        x.read_f32("test")
+            .unwrap()
+            .iter()
+            .map(|v| v.abs() + 0.1)
+            .collect(),
+    );
+    let cases: Vec<(Op, Vec<Tensor>)> = vec![
+        (
+            conv([1, 1], [1, 1, 1, 1], [1, 1], 1),
+            vec![x.clone(), r(&[5, 6, 3, 3]), r(&[5])],
+        ),
+        (
+            conv([2, 1], [0, 2, 1, 0], [1, 2], 2),
+            vec![x.clone(), r(&[4, 3, 3, 2])],
+        ),
+        (
+            conv([1, 1], [0, 0, 0, 0], [1, 1], 6),
+            vec![x.clone(), r(&[6, 1, 1, 1]), r(&[6])],
+        ),
+        (Op::BatchMatmul, vec![r(&[2, 3, 5, 17]), r(&[3, 17, 7])]),
+        (Op::BatchMatmul, vec![r(&[1, 33, 9]), r(&[4, 9, 10])]),
+        (
+            Op::AvgPool2d {
+                kernel: [2, 3],
+                stride: [2, 2],
+                pads: [0, 1, 0, 1],
+                count_include_pad: false,
+            },
+            vec![x.clone()],
+        ),
+        (
+            Op::ResizeNearest {
+                scales: vec![1, 1, 2, 3],
+            },
+            vec![x.clone()],
+        ),
+        (
+            Op::GroupNorm {
+                groups: 3,
+                eps: 1e-5,
+            },
+            vec![x.clone(), r(&[6]), r(&[6])],
+        ),
+        (
+            Op::GroupNormAffine {
+                groups: 2,
+                eps: 1e-5,
+            },
+            vec![x.clone(), r(&[2]), r(&[2]), r(&[6]), r(&[6])],
+        ),
+        (Op::Sqrt, vec![positive.clone()]),
+        (Op::Log, vec![positive.clone()]),
+        (Op::Exp, vec![x.clone()]),
+        (Op::Cos, vec![x.clone()]),
+        (Op::Sin, vec![x.clone()]),
+        (Op::Reciprocal, vec![positive.clone()]),
+        (Op::Neg, vec![x.clone()]),
+        (Op::Erf, vec![x.clone()]),
+        (Op::PowScalar(2.0), vec![x.clone()]),
+        (Op::PowScalar(3.0), vec![x.clone()]),
+        (Op::PowScalar(-0.5), vec![positive.clone()]),
+    ];
+    let bits = |t: &Tensor| -> Vec<u32> {
+        t.read_f32("test")
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
+    for (op, inputs) in cases {
+        let infos: Vec<_> = inputs.iter().map(|i| i.info().clone()).collect();
+        assert!(one.supports(&op, &infos), "{op:?}");
+        let a = one.execute(&op, &inputs, &mut ctx).unwrap();
+        let b = two.execute(&op, &inputs, &mut ctx).unwrap();
+        let want = reference::execute(&op, &inputs).unwrap();
+        assert_eq!(bits(&a[0]), bits(&b[0]), "{op:?}: 1 and 2 threads differ");
+        let e = rel_err(
+            &a[0].read_f32("test").unwrap(),
+            &want[0].read_f32("test").unwrap(),
+        );
+        assert!(e <= 1e-5, "{op:?}: relative error {e} vs the reference");
+    }
+}

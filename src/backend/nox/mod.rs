@@ -14,6 +14,7 @@
 //! Weights of any encoding are decoded row by row with the crate's
 //! dequantizers (integer and f32 arithmetic only).
 
+mod image;
 pub mod math;
 
 use super::cpu::reference;
@@ -118,7 +119,47 @@ fn unary(op: &Op, x: f32) -> f32 {
         Op::Sigmoid => 1.0 / (1.0 + math::exp(-x)),
         Op::Tanh => math::tanh(x),
         Op::Softcap(c) => c * math::tanh(x / c),
+        Op::Sqrt => x.sqrt(),
+        Op::Log => math::ln64(x as f64) as f32,
+        Op::Exp => math::exp(x),
+        Op::Cos => math::sincos64(x as f64).1 as f32,
+        Op::Sin => math::sincos64(x as f64).0 as f32,
+        Op::Reciprocal => 1.0 / x,
+        Op::Neg => -x,
+        Op::Erf => math::erf(x),
+        Op::PowScalar(p) => pow_scalar(x, *p),
         _ => x,
+    }
+}
+
+/// `x^p` as the reference defines it (`p = 2`: `x * x`, `p = 0.5`: `sqrt x`,
+/// `p = 1`: `x`), else `e^(p ln |x|)` with the sign of `x` for odd integer
+/// `p`, NaN for `x < 0` and a fractional `p`.
+fn pow_scalar(x: f32, p: f32) -> f32 {
+    if p == 2.0 {
+        return x * x;
+    }
+    if p == 0.5 {
+        return x.sqrt();
+    }
+    if p == 1.0 {
+        return x;
+    }
+    if p == 0.0 {
+        return 1.0;
+    }
+    if x == 0.0 {
+        return if p > 0.0 { 0.0 } else { f32::INFINITY };
+    }
+    let magnitude = math::powf64((x as f64).abs(), p as f64) as f32;
+    if x > 0.0 {
+        magnitude
+    } else if p.fract() != 0.0 {
+        f32::NAN
+    } else if (p as i64) % 2 != 0 {
+        -magnitude
+    } else {
+        magnitude
     }
 }
 
@@ -159,6 +200,21 @@ fn implemented(op: &Op) -> bool {
             | Op::Argmax
             | Op::Sample(_)
             | Op::Conv1d { .. }
+            | Op::Conv2d { .. }
+            | Op::BatchMatmul
+            | Op::AvgPool2d { .. }
+            | Op::ResizeNearest { .. }
+            | Op::GroupNorm { .. }
+            | Op::GroupNormAffine { .. }
+            | Op::Sqrt
+            | Op::Log
+            | Op::Exp
+            | Op::Cos
+            | Op::Sin
+            | Op::Reciprocal
+            | Op::Neg
+            | Op::Erf
+            | Op::PowScalar(_)
     )
 }
 
@@ -642,6 +698,39 @@ impl Backend for NoxBackend {
                 );
                 Self::out(shape, y)
             }
+            Op::Conv2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+            } => {
+                let b = match inputs.get(2) {
+                    Some(t) => Some(t.read_f32(name)?),
+                    None => None,
+                };
+                let args = image::Conv2d {
+                    x_shape: &infos[0].shape,
+                    w_shape: &infos[1].shape,
+                    out_shape: shape,
+                    stride: *stride,
+                    pads: *pads,
+                    dilation: *dilation,
+                    groups: *groups,
+                };
+                let y = image::conv2d(&self.pool, &args, &read(0)?, &read(1)?, b.as_deref());
+                Self::out(shape, y)
+            }
+            Op::BatchMatmul => {
+                let y = image::batch_matmul(
+                    &self.pool,
+                    &read(0)?,
+                    &infos[0].shape,
+                    &read(1)?,
+                    &infos[1].shape,
+                    shape,
+                );
+                Self::out(shape, y)
+            }
             Op::Embed => {
                 let ids = inputs[0]
                     .as_i32()
@@ -672,8 +761,14 @@ impl Backend for NoxBackend {
                 Ok(vec![Tensor::from_i32(&[1], vec![id])?])
             }
             // Layout ops, KvAppend and Argmax only move or compare values:
-            // the reference loops are exact.
-            Op::Reshape(_)
+            // the reference loops are exact. Pooling and group norms are
+            // sequential f64 sums, `/` and `sqrt` there: one fixed order, IEEE
+            // operations only, so they are bit-exact too.
+            Op::AvgPool2d { .. }
+            | Op::ResizeNearest { .. }
+            | Op::GroupNorm { .. }
+            | Op::GroupNormAffine { .. }
+            | Op::Reshape(_)
             | Op::Permute(_)
             | Op::Concat { .. }
             | Op::Slice { .. }
