@@ -84,21 +84,12 @@ pub(super) fn batch_matmul(
     b_shape: &[usize],
     out_shape: &[usize],
 ) -> Vec<f32> {
-    use crate::backend::cpu::reference::image::batch_offset;
-    let (ra, rb, ro) = (a_shape.len(), b_shape.len(), out_shape.len());
-    let (m, k, n) = (a_shape[ra - 2], a_shape[ra - 1], b_shape[rb - 1]);
-    let out_batch = &out_shape[..ro - 2];
-    let entries: usize = out_batch.iter().product();
-    let mut y = vec![0.0f32; entries * m * n];
-    for e in 0..entries {
-        let ao = batch_offset(e, out_batch, &a_shape[..ra - 2]) * m * k;
-        let bo = batch_offset(e, out_batch, &b_shape[..rb - 2]) * k * n;
-        let mut bt = vec![0.0f32; n * k];
-        for t in 0..k {
-            for j in 0..n {
-                bt[j * k + t] = b[bo + t * n + j];
-            }
-        }
+    use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan};
+    let BatchPlan { m, k, n, offsets } = batch_plan(a_shape, b_shape, out_shape);
+    let mut y = vec![0.0f32; offsets.len() * m * n];
+    let mut bt = vec![0.0f32; n * k];
+    for (e, &(ao, bo)) in offsets.iter().enumerate() {
+        transpose(&b[bo..], k, n, &mut bt);
         let out = &mut y[e * m * n..(e + 1) * m * n];
         pool.install(|| {
             out.par_chunks_mut(n.max(1))

@@ -4,7 +4,7 @@
 
 use super::par::chunks;
 use crate::backend::cpu::kernels;
-use crate::backend::cpu::reference::image::{batch_offset, Conv2dArgs};
+use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan, Conv2dArgs};
 use crate::backend::Op;
 use crate::dtype::DType;
 use rayon::prelude::*;
@@ -137,19 +137,10 @@ pub(super) fn batch_matmul(
     out_shape: &[usize],
     y: &mut [f32],
 ) {
-    let (ra, rb, ro) = (a.1.len(), b.1.len(), out_shape.len());
-    let (m, k, n) = (a.1[ra - 2], a.1[ra - 1], b.1[rb - 1]);
-    let out_batch = &out_shape[..ro - 2];
+    let BatchPlan { m, k, n, offsets } = batch_plan(a.1, b.1, out_shape);
     let mut bt = vec![0.0f32; k * n];
-    for (e, out) in y.chunks_mut((m * n).max(1)).enumerate() {
-        let ao = batch_offset(e, out_batch, &a.1[..ra - 2]) * m * k;
-        let bo = batch_offset(e, out_batch, &b.1[..rb - 2]) * k * n;
-        let bm = &b.0[bo..bo + k * n];
-        for (t, row) in bm.chunks(n.max(1)).enumerate() {
-            for (j, &v) in row.iter().enumerate() {
-                bt[j * k + t] = v;
-            }
-        }
+    for (out, &(ao, bo)) in y.chunks_mut((m * n).max(1)).zip(&offsets) {
+        transpose(&b.0[bo..], k, n, &mut bt);
         if k == 0 {
             out.fill(0.0);
             continue;

@@ -137,6 +137,41 @@ pub(crate) fn batch_offset(flat: usize, out_batch: &[usize], batch: &[usize]) ->
     offset
 }
 
+/// The geometry of one `BatchMatmul`: the matrix sizes and, per output batch
+/// entry in order, the element offsets of its `a` and `b` matrices.
+pub(crate) struct BatchPlan {
+    pub m: usize,
+    pub k: usize,
+    pub n: usize,
+    pub offsets: Vec<(usize, usize)>,
+}
+
+/// The [`BatchPlan`] of `a [.., M, K]` times `b [.., K, N]` into `out_shape`.
+pub(crate) fn batch_plan(a_shape: &[usize], b_shape: &[usize], out_shape: &[usize]) -> BatchPlan {
+    let (ra, rb, ro) = (a_shape.len(), b_shape.len(), out_shape.len());
+    let (m, k, n) = (a_shape[ra - 2], a_shape[ra - 1], b_shape[rb - 1]);
+    let out_batch = &out_shape[..ro - 2];
+    let entries: usize = out_batch.iter().product();
+    let offsets = (0..entries)
+        .map(|e| {
+            (
+                batch_offset(e, out_batch, &a_shape[..ra - 2]) * m * k,
+                batch_offset(e, out_batch, &b_shape[..rb - 2]) * k * n,
+            )
+        })
+        .collect();
+    BatchPlan { m, k, n, offsets }
+}
+
+/// `dst [cols, rows]` = the transpose of `src [rows, cols]`.
+pub(crate) fn transpose(src: &[f32], rows: usize, cols: usize, dst: &mut [f32]) {
+    for (t, row) in src[..rows * cols].chunks(cols.max(1)).enumerate() {
+        for (j, &v) in row.iter().enumerate() {
+            dst[j * rows + t] = v;
+        }
+    }
+}
+
 /// `BatchMatmul` of `a [.., M, K]` and `b [.., K, N]` into `out_shape [.., M, N]`.
 pub(super) fn batch_matmul(
     a: &[f32],
@@ -145,14 +180,9 @@ pub(super) fn batch_matmul(
     b_shape: &[usize],
     out_shape: &[usize],
 ) -> Vec<f32> {
-    let (ra, rb, ro) = (a_shape.len(), b_shape.len(), out_shape.len());
-    let (m, k, n) = (a_shape[ra - 2], a_shape[ra - 1], b_shape[rb - 1]);
-    let out_batch = &out_shape[..ro - 2];
-    let entries: usize = out_batch.iter().product();
-    let mut y = vec![0.0f32; entries * m * n];
-    for e in 0..entries {
-        let ao = batch_offset(e, out_batch, &a_shape[..ra - 2]) * m * k;
-        let bo = batch_offset(e, out_batch, &b_shape[..rb - 2]) * k * n;
+    let BatchPlan { m, k, n, offsets } = batch_plan(a_shape, b_shape, out_shape);
+    let mut y = vec![0.0f32; offsets.len() * m * n];
+    for (e, &(ao, bo)) in offsets.iter().enumerate() {
         for i in 0..m {
             for j in 0..n {
                 let mut acc = 0.0f64;
