@@ -33,8 +33,19 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
 bin=$(cargo test --release --target "$target" --lib --no-run --message-format=json-render-diagnostics |
   grep -o '"executable":"[^"]*"' | cut -d'"' -f4)
 [ -n "$bin" ] || { echo "test-aarch64: no test binary built" >&2; exit 1; }
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
 for cpu in max:1 cortex-a72:0; do
   echo "test-aarch64: QEMU_CPU=${cpu%:*} (sdot expected: ${cpu#*:})"
   QEMU_CPU=${cpu%:*} CYB_LLM_EXPECT_DOTPROD=${cpu#*:} \
-    qemu-aarch64 -L "$sysroot" "$bin" backend::cpu::kernels::tests:: backend::cpu::kernels::gemm::
+    qemu-aarch64 -L "$sysroot" "$bin" backend::cpu::kernels::tests:: backend::cpu::kernels::gemm:: |
+    tee "$log"
+  # The filters name modules: a rename would leave them matching nothing, and libtest
+  # passes a run of 0 tests. Its summary line is "test result: ok. N passed; ...".
+  passed=$(sed -n 's/^test result: ok\. \([0-9][0-9]*\) passed;.*/\1/p' "$log" | tail -n 1)
+  if [ "${passed:-0}" -eq 0 ]; then
+    echo "test-aarch64: QEMU_CPU=${cpu%:*} ran no tests (filters match nothing?)" >&2
+    exit 1
+  fi
+  echo "test-aarch64: QEMU_CPU=${cpu%:*}: $passed tests passed"
 done
