@@ -4,7 +4,9 @@
 Not run by CI; the outputs are committed. Run from the repository root with a Python that has
 torch, transformers, sentence-transformers and safetensors (e.g. .cache/venv):
 
-    python scripts/make_bert_fixtures.py [MODELS_DIR]
+    python scripts/make_bert_fixtures.py [MODELS_DIR] [minilm|classifier|roberta_tiny|distilbert_tiny ...]
+
+(the names pick which fixtures to rewrite; default: all of them)
 
 MODELS_DIR defaults to $CYB_MODELS_DIR or .cache/models (scripts/fetch-models.sh fills
 MODELS_DIR/minilm with all-MiniLM-L6-v2).
@@ -14,8 +16,10 @@ Outputs, all computed by the reference libraries, independently of the Rust code
 - minilm_embeddings.json: sentence-transformers' embeddings (mean pooling + L2 normalize,
   max_seq_length 256) of 20 sentences, including an empty string, non-Latin scripts and texts
   longer than 256 and 512 tokens; the token ids of Hugging Face's tokenizer (as the model sees
-  them, truncated); the unpooled last hidden state of the first sentence (transformers'
-  BertModel); and cosine similarities between a few pairs.
+  them, truncated); and cosine similarities between a few pairs.
+- minilm_hidden.safetensors: transformers' BertModel last hidden states (f32, unpooled) of the
+  sentences HIDDEN_SENTENCES of minilm_embeddings.json, one at a time: `hidden_<i>` of shape
+  [tokens, 384] (sentence 14 is truncated at 256 tokens).
 - classifier/: the parts of a BertForSequenceClassification at MiniLM's shape that are not
   MiniLM's: config.json (architectures, id2label, problem_type) and head.safetensors (the
   classifier weight and bias, seeded random). The test assembles the full Hugging Face folder
@@ -98,6 +102,11 @@ CLASSIFY = [
 ]
 
 
+# Sentences of SENTENCES whose unpooled hidden states are recorded: short, with an empty
+# string's [CLS] [SEP], mid-length, and truncated at 256 tokens.
+HIDDEN_SENTENCES = (0, 2, 9, 14)
+
+
 def rounded(a):
     return [float(f"{x:.7g}") for x in np.asarray(a, dtype=np.float64).ravel()]
 
@@ -119,7 +128,14 @@ def minilm(src):
     assert full[14] > 256 and full[15] > 512, full
     model = BertModel.from_pretrained(src).eval()
     with torch.no_grad():
-        h = model(torch.tensor([ids[0]])).last_hidden_state[0].numpy()
+        hidden = {
+            f"hidden_{i}": model(torch.tensor([ids[i]])).last_hidden_state[0].float().contiguous()
+            for i in HIDDEN_SENTENCES
+        }
+    path = os.path.join(OUT, "minilm_hidden.safetensors")
+    save_file(hidden, path, metadata={"source": f"transformers {__import__('transformers').__version__} BertModel, "
+                                                f"torch {torch.__version__}, float32"})
+    print("wrote", path, os.path.getsize(path), "bytes")
     sims = [
         {"a": a, "b": b, "cosine": float(np.dot(emb[a], emb[b]) / (np.linalg.norm(emb[a]) * np.linalg.norm(emb[b])))}
         for a, b in PAIRS
@@ -134,7 +150,6 @@ def minilm(src):
             "untruncated_token_counts": full,
             "input_ids": ids,
             "embeddings": [rounded(e) for e in emb],
-            "hidden_first": {"shape": list(h.shape), "values": rounded(h)},
             "similarities": sims,
         },
     )
@@ -286,10 +301,14 @@ def main():
     src = os.path.join(models, "minilm")
     os.makedirs(OUT, exist_ok=True)
     torch.set_num_threads(max(1, os.cpu_count() or 1))
-    minilm(src)
-    classifier(src)
-    roberta_tiny()
-    distilbert_tiny()
+    parts = {
+        "minilm": lambda: minilm(src),
+        "classifier": lambda: classifier(src),
+        "roberta_tiny": roberta_tiny,
+        "distilbert_tiny": distilbert_tiny,
+    }
+    for name in sys.argv[2:] or list(parts):
+        parts[name]()
 
 
 if __name__ == "__main__":

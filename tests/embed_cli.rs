@@ -6,7 +6,9 @@
 mod bert_util;
 mod common;
 
-use bert_util::{classifier_model, cosine, fixture, floats, minilm_model, strings};
+use bert_util::{
+    classifier_model, cosine, fixture, floats, minilm_hidden, minilm_model, rel_err, strings,
+};
 use serde_json::Value;
 use std::io::Write;
 use std::path::Path;
@@ -147,15 +149,10 @@ fn pooling_and_normalize_flags_override_the_model_defaults() {
         (Some("cls"), Some(false))
     );
     // The unnormalized [CLS] state of transformers' last hidden state.
-    let fx = fixture("minilm_embeddings.json");
-    let want = &floats(&fx["hidden_first"]["values"])[..384];
+    let want = &minilm_hidden(0).0[..384];
     let got = floats(&doc["data"][0]["embedding"]);
-    let diff = got
-        .iter()
-        .zip(want)
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0f32, f32::max);
-    assert!(diff < 1e-3, "max difference {diff}");
+    let e = rel_err(&got, want);
+    assert!(e < 1e-4, "relative error {e}");
 }
 
 #[test]

@@ -152,6 +152,25 @@ pub fn assert_hidden_matches(h: &Hidden, rows: &[Vec<u32>], want: &Value) {
     }
 }
 
+/// transformers' last hidden state of sentence `i` of minilm_embeddings.json
+/// (`minilm_hidden.safetensors`): the `[tokens, 384]` values, row-major, and the
+/// token count.
+pub fn minilm_hidden(i: usize) -> (Vec<f32>, usize) {
+    let path = fixtures().join("minilm_hidden.safetensors");
+    let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let t = st
+        .tensor(&format!("hidden_{i}"))
+        .unwrap_or_else(|e| panic!("{}: sentence {i}: {e}", path.display()));
+    assert_eq!((t.dtype(), t.shape()[1]), (safetensors::Dtype::F32, 384));
+    let values = t
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    (values, t.shape()[0])
+}
+
 /// A JSON array of numbers as f32.
 pub fn floats(v: &Value) -> Vec<f32> {
     v.as_array()
