@@ -3,7 +3,9 @@
 // which checks that its text equals `llama-completion --temp 0` on the same prompt).
 //
 //   llamacpp_greedy -m MODEL.gguf -n 32 -t 2 < prompt.txt
-//   -> {"prompt_ids":[...],"tokens":[...],"gaps":[...]}   gaps: top-1 minus top-2 logit per step
+//   -> {"prompt_ids":[...],"tokens":[...],"gaps":[...],"eog":{"id":N,"gap":G}}
+//   gaps: top-1 minus top-2 logit per step; eog (only when generation ended on an
+//   end-of-generation token rather than at -n): that token and its step's gap.
 //   -kv f32 keeps the KV cache in f32 (llama.cpp's default is f16), -fa off disables flash
 //   attention (default: auto); both only for measuring where llama.cpp's logits differ from ours.
 //   -d FILE also writes every step's full logit row (f32, little-endian, n_vocab per step)
@@ -72,6 +74,8 @@ int main(int argc, char ** argv) {
     int n_pos = 0, n_tokens = n_prompt;
     std::vector<llama_token> out;
     std::vector<float> gaps;
+    int eog_id = -1;
+    float eog_gap = 0;
     FILE * dump = dump_path.empty() ? nullptr : fopen(dump_path.c_str(), "wb");
     if (!dump_path.empty() && !dump) { fprintf(stderr, "cannot write %s\n", dump_path.c_str()); return 1; }
     for (int step = 0; step < n_predict; ++step) {
@@ -83,7 +87,11 @@ int main(int argc, char ** argv) {
         for (int v = 1; v < n_vocab; ++v) if (logits[v] > logits[best]) best = v;
         float second = -INFINITY;
         for (int v = 0; v < n_vocab; ++v) if (v != best && logits[v] > second) second = logits[v];
-        if (llama_vocab_is_eog(vocab, best)) break;
+        if (llama_vocab_is_eog(vocab, best)) {
+            eog_id = best;
+            eog_gap = logits[best] - second;
+            break;
+        }
         out.push_back(best);
         gaps.push_back(logits[best] - second);
         llama_token t = best;
@@ -97,7 +105,9 @@ int main(int argc, char ** argv) {
     for (size_t i = 0; i < out.size(); ++i) printf("%s%d", i ? "," : "", out[i]);
     printf("],\"gaps\":[");
     for (size_t i = 0; i < gaps.size(); ++i) printf("%s%.6f", i ? "," : "", gaps[i]);
-    printf("]}\n");
+    printf("]");
+    if (eog_id >= 0) printf(",\"eog\":{\"id\":%d,\"gap\":%.6f}", eog_id, eog_gap);
+    printf("}\n");
     llama_batch_ext_free(batch);
     llama_free(ctx);
     llama_model_free(model);
