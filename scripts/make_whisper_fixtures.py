@@ -2,11 +2,19 @@
 """Reference fixtures for the Whisper tests (tests/whisper_*.rs, tests/audio_*.rs).
 
 Inputs come from scripts/fetch-models.sh whisper (.cache/models/whisper):
-- jfk_logmel.f32 / jfk_logmel.json: openai-whisper's `log_mel_spectrogram(audio)`
-  of jfk.wav, reproduced in numpy (whisper/audio.py: torch.stft(n_fft 400, hop 160,
-  periodic Hann, center=True, reflect pad), power without the last frame,
-  librosa Slaney mel filters, log10 clamp 1e-10, max - 8 floor, (x + 4) / 4),
-  computed in float64 and stored as float32 [80, frames] row-major.
+- jfk_logmel.f32 / jfk_logmel.json (`mel` step): transformers' WhisperFeatureExtractor
+  log-mel of jfk.wav, unpadded (176000 samples -> 1100 frames), by its numpy path
+  (`_np_extract_fbank_features`: transformers.audio_utils.spectrogram with its own
+  Slaney `mel_filter_bank`, in float64, returned as float32) and stored as float32
+  [80, frames] row-major; the step also prints its distance to the extractor's public
+  `__call__` (the torch.stft path, as openai-whisper's `log_mel_spectrogram`), ~1e-5.
+- jfk_ct2_logits.f32 / jfk_ct2_logits.json (`logits` step): CTranslate2's greedy
+  decoding of tiny.en (float32 compute, cpu) on the encoder window the Rust
+  transcriber builds for jfk (jfk_logmel.f32 then zeros to 3000 frames) from the
+  prompt <|startoftranscript|><|notimestamps|>, with suppress_blank off and no
+  suppressed tokens, so `return_logits_vocab` gives the raw decoder logits: the first
+  STEPS rows [steps, n_vocab] (row i scores the token after the prompt and the first
+  i chosen tokens) and the chosen token ids.
 - faster_whisper_*.json: faster-whisper's greedy transcript (beam_size 1,
   temperature 0, no VAD) of jfk.wav and of the long-form / re-encoded audio,
   on the same CTranslate2 tiny.en weights, with segment times.
@@ -28,8 +36,9 @@ Inputs come from scripts/fetch-models.sh whisper (.cache/models/whisper):
   30 s of digital silence under the reference rules alone (it is " you": the
   no-speech probability is high but the average log-probability is above -1).
 
-Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py [main] [silence] [lang]
-(needs numpy, faster-whisper and ctranslate2 in the venv; the `lang` step also
+Run: .cache/venv/bin/python scripts/make_whisper_fixtures.py [mel] [logits] [main] [silence] [lang]
+(needs numpy, faster-whisper and ctranslate2 in the venv; the `mel` step transformers;
+`logits` reads the `mel` step's output; the `lang` step also
 torch, transformers, tokenizers and OPENAI_WHISPER_ASSETS = the `whisper/assets`
 folder of the openai-whisper sdist, `pip download openai-whisper --no-deps
 --no-binary :all:`; naming steps runs only those).
@@ -61,56 +70,6 @@ def write_wav(path, samples):
         w.setsampwidth(2)
         w.setframerate(16000)
         w.writeframes(pcm.tobytes())
-
-
-def hz_to_mel(f):
-    f = np.asanyarray(f, dtype=np.float64)
-    f_sp = 200.0 / 3
-    mels = f / f_sp
-    min_log_hz = 1000.0
-    min_log_mel = min_log_hz / f_sp
-    logstep = np.log(6.4) / 27.0
-    return np.where(f >= min_log_hz, min_log_mel + np.log(np.maximum(f, 1e-12) / min_log_hz) / logstep, mels)
-
-
-def mel_to_hz(m):
-    m = np.asanyarray(m, dtype=np.float64)
-    f_sp = 200.0 / 3
-    freqs = f_sp * m
-    min_log_hz = 1000.0
-    min_log_mel = min_log_hz / f_sp
-    logstep = np.log(6.4) / 27.0
-    return np.where(m >= min_log_mel, min_log_hz * np.exp(logstep * (m - min_log_mel)), freqs)
-
-
-def librosa_mel(sr=16000, n_fft=400, n_mels=80):
-    """librosa.filters.mel(sr=sr, n_fft=n_fft, n_mels=n_mels) (Slaney), as whisper's mel_filters.npz."""
-    weights = np.zeros((n_mels, 1 + n_fft // 2), dtype=np.float32)
-    fftfreqs = np.fft.rfftfreq(n=n_fft, d=1.0 / sr)
-    mel_f = mel_to_hz(np.linspace(hz_to_mel(0.0), hz_to_mel(sr / 2.0), n_mels + 2))
-    fdiff = np.diff(mel_f)
-    ramps = np.subtract.outer(mel_f, fftfreqs)
-    for i in range(n_mels):
-        lower = -ramps[i] / fdiff[i]
-        upper = ramps[i + 2] / fdiff[i + 1]
-        weights[i] = np.maximum(0, np.minimum(lower, upper))
-    enorm = 2.0 / (mel_f[2 : n_mels + 2] - mel_f[:n_mels])
-    weights *= enorm[:, np.newaxis]
-    return weights
-
-
-def log_mel_spectrogram(audio, filters):
-    n_fft, hop = 400, 160
-    x = np.pad(audio.astype(np.float64), n_fft // 2, mode="reflect")
-    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)  # periodic Hann
-    n_frames = 1 + (len(x) - n_fft) // hop
-    idx = np.arange(n_fft)[None, :] + hop * np.arange(n_frames)[:, None]
-    stft = np.fft.rfft(x[idx] * window, axis=-1).T  # [201, frames]
-    magnitudes = np.abs(stft[:, :-1]) ** 2
-    mel_spec = filters.astype(np.float64) @ magnitudes
-    log_spec = np.log10(np.clip(mel_spec, 1e-10, None))
-    log_spec = np.maximum(log_spec, log_spec.max() - 8.0)
-    return (log_spec + 4.0) / 4.0
 
 
 def faster_whisper_transcript(model, path):
@@ -243,15 +202,65 @@ def make_lang_fixture():
     print("detected", language, prob, ordered[:3], file=sys.stderr)
 
 
+def make_mel_fixture():
+    """transformers' WhisperFeatureExtractor log-mel of jfk.wav (numpy float64 path, unpadded)."""
+    import transformers
+    from transformers import WhisperFeatureExtractor
+
+    os.makedirs(OUT, exist_ok=True)
+    jfk = read_wav(os.path.join(SRC, "jfk.wav"))
+    fe = WhisperFeatureExtractor(feature_size=80, sampling_rate=16000, hop_length=160, n_fft=400)
+    mel = fe._np_extract_fbank_features(jfk[None].astype(np.float64), "cpu")[0].astype(np.float32)
+    public = fe(jfk, sampling_rate=16000, padding="longest", return_tensors="np")["input_features"][0]
+    assert mel.shape == (80, len(jfk) // 160) == public.shape, (mel.shape, public.shape)
+    print("mel: numpy path vs public (torch.stft) path, max abs", float(np.abs(mel - public).max()),
+          file=sys.stderr)
+    mel.tofile(os.path.join(OUT, "jfk_logmel.f32"))
+    with open(os.path.join(OUT, "jfk_logmel.json"), "w") as f:
+        json.dump({"source": f"transformers {transformers.__version__} WhisperFeatureExtractor "
+                             "(_np_extract_fbank_features, float64), jfk.wav unpadded",
+                   "n_mels": int(mel.shape[0]), "frames": int(mel.shape[1]),
+                   "samples": int(len(jfk)), "dtype": "f32", "layout": "[n_mels, frames] row-major"}, f, indent=1)
+
+
+STEPS = 10
+
+
+def make_logits_fixture():
+    """CTranslate2's raw decoder logits of tiny.en's first greedy steps on jfk."""
+    import ctranslate2
+
+    ct2_dir = os.path.join(SRC, "tiny.en-ct2")
+    with open(os.path.join(OUT, "jfk_logmel.json")) as f:
+        meta = json.load(f)
+    mel = np.fromfile(os.path.join(OUT, "jfk_logmel.f32"), dtype="<f4").reshape(meta["n_mels"], meta["frames"])
+    window = np.zeros((1, meta["n_mels"], 3000), dtype=np.float32)
+    window[0, :, : mel.shape[1]] = mel
+    with open(os.path.join(ct2_dir, "tokenizer.json")) as f:
+        special = {t["content"]: t["id"] for t in json.load(f)["added_tokens"]}
+    prompt = [special["<|startoftranscript|>"], special["<|notimestamps|>"]]
+    model = ctranslate2.models.Whisper(ct2_dir, device="cpu", compute_type="float32", intra_threads=2)
+    # The whole greedy decoding (CTranslate2 stops Whisper at max_length / 2 tokens).
+    r = model.generate(ctranslate2.StorageView.from_array(window), [prompt], beam_size=1,
+                       max_length=448, return_logits_vocab=True,
+                       suppress_blank=False, suppress_tokens=[])[0]
+    tokens = r.sequences_ids[0][:STEPS]
+    rows = np.stack([np.array(x, dtype=np.float32).reshape(-1) for x in r.logits[0][:STEPS]])
+    assert rows.shape[0] == STEPS == len(tokens), (rows.shape, tokens)
+    assert np.isfinite(rows).all() and (rows.argmax(axis=1) == tokens).all()
+    rows.tofile(os.path.join(OUT, "jfk_ct2_logits.f32"))
+    with open(os.path.join(OUT, "jfk_ct2_logits.json"), "w") as f:
+        json.dump({"source": f"ctranslate2 {ctranslate2.__version__} Whisper.generate, tiny.en-ct2, "
+                             "cpu float32, beam_size 1, suppress_blank false, suppress_tokens []",
+                   "features": "jfk_logmel.f32, zeros after its frames to 3000",
+                   "prompt": prompt, "tokens": tokens, "steps": STEPS, "n_vocab": int(rows.shape[1]),
+                   "dtype": "f32", "layout": "[steps, n_vocab] row-major"}, f, indent=1)
+    print("logits", rows.shape, tokens, file=sys.stderr)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     jfk = read_wav(os.path.join(SRC, "jfk.wav"))
-    filters = librosa_mel()
-    mel = log_mel_spectrogram(jfk, filters).astype(np.float32)
-    mel.tofile(os.path.join(OUT, "jfk_logmel.f32"))
-    with open(os.path.join(OUT, "jfk_logmel.json"), "w") as f:
-        json.dump({"n_mels": int(mel.shape[0]), "frames": int(mel.shape[1]),
-                   "samples": int(len(jfk)), "dtype": "f32", "layout": "[n_mels, frames] row-major"}, f, indent=1)
 
     # Two minutes of real speech: jfk.wav with 1 s of silence between copies.
     gap = np.zeros(16000, dtype=np.float32)
@@ -273,6 +282,7 @@ def main():
 
 
 if __name__ == "__main__":
-    steps = {"main": main, "silence": make_silence_fixture, "lang": make_lang_fixture}
+    steps = {"mel": make_mel_fixture, "logits": make_logits_fixture, "main": main,
+             "silence": make_silence_fixture, "lang": make_lang_fixture}
     for step in sys.argv[1:] or list(steps):
         steps[step]()
