@@ -114,7 +114,7 @@ pub struct Transcript {
     pub timings: Timings,
 }
 
-/// Time spent per stage of one transcription, in seconds.
+/// Time spent per stage of one transcription, in seconds, and where its ops ran.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Timings {
     /// Log-mel spectrogram of the whole input.
@@ -129,6 +129,8 @@ pub struct Timings {
     pub decodes: usize,
     /// Tokens fed to the decoder (prompts included).
     pub tokens: usize,
+    /// Ops run per backend ([`crate::backend::DispatchLog::counts`]).
+    pub ops: std::collections::BTreeMap<String, usize>,
 }
 
 impl Transcript {
@@ -711,6 +713,7 @@ impl Whisper {
             }
             progress(seek.min(content) as f64 / content.max(1) as f64);
         }
+        transcript.timings.ops = ctx.log.counts().clone();
         Ok(transcript)
     }
 }
