@@ -203,15 +203,19 @@ fn prompt_longer_than_the_context_is_context_overflow() {
         text.contains("32") && text.contains(&n.to_string()),
         "{text}"
     );
-    // A prompt that fits generates until the context is full, then stops.
-    let mut gen = g
-        .generate(Prompt::Raw("word ".repeat(10)), None, &Sampling::greedy())
-        .unwrap();
+    // A prompt that fits generates until the context is full, then stops: a
+    // count the model continues greedily without an end-of-sequence fills
+    // all 32 positions (the last sampled token is returned, never fed).
+    let prompt = Prompt::Raw("1, 2, 3, 4, 5, 6,".into());
+    let n = tm.prompt_ids(&prompt, true).unwrap().len();
+    assert!(n < 32);
+    let mut gen = g.generate(prompt, None, &Sampling::greedy()).unwrap();
     for p in &mut gen {
         p.unwrap();
     }
-    assert!(matches!(
-        gen.finish(),
-        Some(Finish::Context) | Some(Finish::Stop)
-    ));
+    assert_eq!(gen.finish(), Some(Finish::Context));
+    let generated = gen.tokens().len();
+    drop(gen);
+    assert_eq!(g.history().len(), 32, "tokens in the KV cache");
+    assert_eq!(n + generated, 32 + 1, "prompt {n} + generated {generated}");
 }
