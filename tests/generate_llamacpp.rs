@@ -157,7 +157,7 @@ fn free_running_equals(
         )
         .unwrap();
     let mut ours = Vec::new();
-    while let Some(piece) = gen.next() {
+    for piece in gen.by_ref() {
         if let Some(t) = piece.unwrap().token {
             ours.push(t);
         }
