@@ -116,16 +116,21 @@ fn real_model_templates_equal_transformers() {
     }
 }
 
+/// The fixture's template entries of one `kind` ("model", "vocab" or "template").
+fn entries<'a>(fx: &'a Value, kind: &str) -> Vec<&'a Value> {
+    fx["templates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["kind"] == kind)
+        .collect()
+}
+
 #[test]
 fn llamacpp_vocab_templates_equal_transformers() {
     let fx = fixture();
     let convs = conversations(&fx);
-    let vocabs: Vec<&Value> = fx["templates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["kind"] == "vocab")
-        .collect();
+    let vocabs: Vec<&Value> = entries(&fx, "vocab");
     assert!(vocabs.len() >= 3, "{} vocabulary templates", vocabs.len());
     for e in vocabs {
         let name = e["name"].as_str().unwrap();
@@ -161,12 +166,7 @@ fn llamacpp_vocab_templates_equal_transformers() {
 fn template_only_renders_equal_transformers() {
     let fx = fixture();
     let convs = conversations(&fx);
-    let only: Vec<&Value> = fx["templates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["kind"] == "template")
-        .collect();
+    let only: Vec<&Value> = entries(&fx, "template");
     assert!(!only.is_empty(), "no template-only entries");
     for e in only {
         let name = e["name"].as_str().unwrap();

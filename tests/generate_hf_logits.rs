@@ -52,22 +52,22 @@ fn rows_fixture(model: &str) -> Rows {
         .join("hf_rows.safetensors");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let ints = |name: &str| -> Vec<i64> {
+    // The little-endian values of a tensor of `dtype`, `N` bytes each.
+    fn values<const N: usize, T>(
+        st: &SafeTensors,
+        name: &str,
+        dtype: Dtype,
+        decode: fn([u8; N]) -> T,
+    ) -> Vec<T> {
         let t = st.tensor(name).unwrap();
-        assert_eq!(t.dtype(), Dtype::I64, "{name}");
+        assert_eq!(t.dtype(), dtype, "{name}");
         t.data()
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().unwrap()))
+            .chunks_exact(N)
+            .map(|b| decode(b.try_into().unwrap()))
             .collect()
-    };
-    let floats = |name: &str| -> Vec<f32> {
-        let t = st.tensor(name).unwrap();
-        assert_eq!(t.dtype(), Dtype::F32, "{name}");
-        t.data()
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect()
-    };
+    }
+    let ints = |name: &str| values(&st, name, Dtype::I64, i64::from_le_bytes);
+    let floats = |name: &str| values(&st, name, Dtype::F32, f32::from_le_bytes);
     let shape = st.tensor("logits").unwrap().shape().to_vec();
     let ids: Vec<u32> = ints("ids").into_iter().map(|v| v as u32).collect();
     let positions: Vec<usize> = ints("positions").into_iter().map(|v| v as usize).collect();

@@ -40,10 +40,9 @@ struct Step {
 
 /// The steps of a fixture case: each generated token, then the eog step if any.
 fn steps(case: &Value) -> Vec<Step> {
-    let tokens = ids(&case["tokens"]);
     let gap = |v: &Value| v.as_f64().unwrap() as f32;
     let mut llamacpp_gaps: Vec<f32> = case["gaps"].as_array().unwrap().iter().map(gap).collect();
-    let mut chosen = tokens.clone();
+    let mut chosen = ids(&case["tokens"]);
     if let Some(eog) = case.get("eog") {
         chosen.push(eog["id"].as_u64().unwrap() as u32);
         llamacpp_gaps.push(gap(&eog["gap"]));
