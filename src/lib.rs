@@ -4,7 +4,7 @@
 //! [`import`] (write `.model` files from GGUF / Hugging Face sources),
 //! [`tokenizer`], [`quant`] (weight encodings), [`backend`] (the `Backend`
 //! trait, dispatcher and backends), [`curated`] (hand-written model families),
-//! [`graph`] (the graph-IR path).
+//! [`graph`] (the graph-IR path), [`speak`] (the text-to-speech frontend).
 
 pub mod audio;
 pub mod backend;
@@ -21,6 +21,7 @@ pub mod loader;
 pub mod perplexity;
 pub mod quant;
 pub mod serve;
+pub mod speak;
 pub mod tokenizer;
 pub mod transcribe;
 

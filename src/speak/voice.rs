@@ -1,0 +1,215 @@
+//! A Piper voice's configuration (the `VOICE.onnx.json` beside the network) and
+//! Piper's phoneme-id rules.
+
+use super::phonemize;
+use super::SpeakError;
+use serde::Deserialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use unicode_normalization::UnicodeNormalization;
+
+/// Beginning of an utterance.
+pub const BOS: &str = "^";
+/// End of an utterance.
+pub const EOS: &str = "$";
+/// Written after every phoneme (and after BOS).
+pub const PAD: &str = "_";
+
+/// How a voice turns text into phoneme symbols.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PhonemeType {
+    /// espeak-ng IPA (most voices).
+    Espeak,
+    /// The text's own code points after NFD decomposition.
+    Text,
+}
+
+/// Synthesis defaults the voice was trained with.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+pub struct InferenceDefaults {
+    /// Scale of the noise added to the prior (0 gives the mean voice).
+    pub noise_scale: f32,
+    /// Phoneme duration multiplier (above 1 is slower speech).
+    pub length_scale: f32,
+    /// Scale of the duration predictor's noise.
+    pub noise_w: f32,
+}
+
+/// Everything about a voice except its network.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VoiceConfig {
+    /// Output sample rate in Hz.
+    pub sample_rate: u32,
+    /// espeak-ng voice name, e.g. `en-us`.
+    pub espeak_voice: String,
+    /// How text becomes phonemes.
+    pub phoneme_type: PhonemeType,
+    /// Symbol to id sequence (usually one id).
+    pub phoneme_id_map: HashMap<String, Vec<i64>>,
+    /// Symbol runs merged into one symbol before the id lookup.
+    pub vowel_clusters: BTreeSet<Vec<String>>,
+    /// Number of speakers the network was trained on.
+    pub num_speakers: u32,
+    /// Speaker name to speaker id (empty for one-speaker voices).
+    pub speaker_id_map: BTreeMap<String, u32>,
+    /// Synthesis defaults.
+    pub inference: InferenceDefaults,
+}
+
+#[derive(Deserialize)]
+struct RawAudio {
+    sample_rate: u32,
+}
+
+#[derive(Deserialize)]
+struct RawEspeak {
+    voice: String,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    audio: RawAudio,
+    #[serde(default)]
+    espeak: Option<RawEspeak>,
+    #[serde(default)]
+    phoneme_type: Option<String>,
+    phoneme_id_map: HashMap<String, Vec<i64>>,
+    #[serde(default)]
+    vowel_clusters: Vec<Vec<String>>,
+    #[serde(default)]
+    num_speakers: Option<u32>,
+    #[serde(default)]
+    speaker_id_map: BTreeMap<String, u32>,
+    inference: InferenceDefaults,
+}
+
+/// The result of turning phoneme symbols into ids.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PhonemeIds {
+    /// `BOS PAD (phoneme PAD)* EOS`, in the voice's ids.
+    pub ids: Vec<i64>,
+    /// Symbols the voice has no id for, each once, in order of appearance; they
+    /// were left out.
+    pub unknown: Vec<String>,
+}
+
+impl VoiceConfig {
+    /// Reads the JSON config of a Piper voice. `path` names it in errors.
+    pub fn from_json(text: &str, path: &Path) -> Result<Self, SpeakError> {
+        let bad = |field: &str, reason: String| SpeakError::VoiceConfig {
+            path: path.to_path_buf(),
+            field: field.to_string(),
+            reason,
+        };
+        let raw: RawConfig =
+            serde_json::from_str(text).map_err(|e| bad("(json)", e.to_string()))?;
+        let phoneme_type = match raw.phoneme_type.as_deref().unwrap_or("espeak") {
+            "espeak" => PhonemeType::Espeak,
+            "text" => PhonemeType::Text,
+            other => {
+                return Err(bad(
+                    "phoneme_type",
+                    format!("`{other}` voices are not supported (supported: espeak, text)"),
+                ))
+            }
+        };
+        let espeak_voice = match (&raw.espeak, phoneme_type) {
+            (Some(e), _) => e.voice.clone(),
+            (None, PhonemeType::Text) => String::new(),
+            (None, PhonemeType::Espeak) => {
+                return Err(bad("espeak.voice", "missing for an espeak voice".into()))
+            }
+        };
+        for symbol in [BOS, EOS, PAD] {
+            if raw.phoneme_id_map.get(symbol).is_none_or(Vec::is_empty) {
+                return Err(bad(
+                    "phoneme_id_map",
+                    format!("has no id for `{symbol}` (Piper voices map `^` `_` `$`)"),
+                ));
+            }
+        }
+        if raw.audio.sample_rate == 0 {
+            return Err(bad("audio.sample_rate", "is 0".into()));
+        }
+        Ok(VoiceConfig {
+            sample_rate: raw.audio.sample_rate,
+            espeak_voice,
+            phoneme_type,
+            phoneme_id_map: raw.phoneme_id_map,
+            vowel_clusters: raw.vowel_clusters.into_iter().collect(),
+            num_speakers: raw.num_speakers.unwrap_or(1),
+            speaker_id_map: raw.speaker_id_map,
+            inference: raw.inference,
+        })
+    }
+
+    /// Reads `VOICE.onnx.json` (or any Piper voice JSON) from disk.
+    pub fn from_json_file(path: &Path) -> Result<Self, SpeakError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpeakError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text, path)
+    }
+
+    /// Text to phoneme symbols, one list per sentence (empty sentences dropped).
+    pub fn phonemize(&self, text: &str) -> Result<Vec<Vec<String>>, SpeakError> {
+        let sentences = match self.phoneme_type {
+            PhonemeType::Espeak => {
+                phonemize::espeak_sentences(&self.espeak_voice, text, &self.vowel_clusters)?
+            }
+            PhonemeType::Text => vec![text.nfd().map(String::from).collect()],
+        };
+        Ok(sentences.into_iter().filter(|s| !s.is_empty()).collect())
+    }
+
+    /// Piper's id rules: `BOS PAD`, then each known symbol followed by `PAD`,
+    /// then `EOS`. Unknown symbols are skipped and reported once each.
+    pub fn phoneme_ids(&self, symbols: &[String]) -> PhonemeIds {
+        let map = &self.phoneme_id_map;
+        let mut ids = Vec::with_capacity(2 * symbols.len() + 3);
+        ids.extend(&map[BOS]);
+        ids.extend(&map[PAD]);
+        let mut unknown: Vec<String> = Vec::new();
+        for symbol in symbols {
+            match map.get(symbol) {
+                Some(symbol_ids) => {
+                    ids.extend(symbol_ids);
+                    ids.extend(&map[PAD]);
+                }
+                None if !unknown.contains(symbol) => unknown.push(symbol.clone()),
+                None => {}
+            }
+        }
+        ids.extend(&map[EOS]);
+        PhonemeIds { ids, unknown }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CONFIG: &str = r#"{"audio": {"sample_rate": 22050}, "espeak": {"voice": "en-us"},
+        "inference": {"noise_scale": 0.667, "length_scale": 1, "noise_w": 0.8},
+        "phoneme_id_map": {"_": [0], "^": [1], "$": [2], "a": [14], "b": [15]}}"#;
+
+    #[test]
+    fn ids_follow_piper_rules_and_report_unknown_symbols_once() {
+        let voice = VoiceConfig::from_json(CONFIG, Path::new("v.json")).unwrap();
+        let symbols = ["a", "?", "b", "?"].map(String::from);
+        let got = voice.phoneme_ids(&symbols);
+        assert_eq!(got.ids, [1, 0, 14, 0, 15, 0, 2]);
+        assert_eq!(got.unknown, ["?"]);
+    }
+
+    #[test]
+    fn config_errors_name_the_field() {
+        let no_pad = CONFIG.replace(r#""_": [0], "#, "");
+        let err = VoiceConfig::from_json(&no_pad, Path::new("v.json")).unwrap_err();
+        assert!(err.to_string().contains("phoneme_id_map"), "{err}");
+        let pinyin = CONFIG.replace(r#""audio""#, r#""phoneme_type": "pinyin", "audio""#);
+        let err = VoiceConfig::from_json(&pinyin, Path::new("v.json")).unwrap_err();
+        assert!(err.to_string().contains("phoneme_type"), "{err}");
+    }
+}
