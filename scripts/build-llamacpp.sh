@@ -4,7 +4,7 @@
 # scripts/make_llm_fixtures.py and scripts/make_perplexity_fixtures.py, and for the benchmarks.
 # Cached: a second run with the binaries present does nothing. Not run by CI.
 #
-#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llama-perplexity,llama-server,llamacpp-greedy}
+#   scripts/build-llamacpp.sh          # -> .cache/llama.cpp-build/cmake/bin/{llama-completion,llama-bench,llama-simple,llama-perplexity,llama-server,llamacpp-greedy,llamacpp-chat}
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DL=${CYB_DOWNLOAD_DIR:-.cache/dl}
@@ -15,7 +15,7 @@ TARGETS=(llama-completion llama-bench llama-simple llama-perplexity llama-server
 BIN=$BUILD/cmake/bin
 
 done_already=1
-for t in "${TARGETS[@]}" llamacpp-greedy; do [ -x "$BIN/$t" ] || done_already=0; done
+for t in "${TARGETS[@]}" llamacpp-greedy llamacpp-chat; do [ -x "$BIN/$t" ] || done_already=0; done
 if [ $done_already = 1 ]; then echo "build-llamacpp: cached in $BIN" >&2; exit 0; fi
 
 source scripts/bench-lib.sh
@@ -43,4 +43,8 @@ C="$BUILD/cmake"
 ${CXX:-g++} -O2 -std=c++17 -march=native -I "$BUILD/src/include" -I "$BUILD/src/ggml/include" \
   scripts/llamacpp_greedy.cpp "$C/src/libllama.a" "$C/ggml/src/libggml.a" "$C/ggml/src/libggml-cpu.a" \
   "$C/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -o "$BIN/llamacpp-greedy"
+# llama.cpp's built-in chat templates, the reference for our chat presets.
+${CXX:-g++} -O2 -std=c++17 -I "$BUILD/src/include" -I "$BUILD/src/ggml/include" \
+  scripts/llamacpp_chat.cpp "$C/src/libllama.a" "$C/ggml/src/libggml.a" "$C/ggml/src/libggml-cpu.a" \
+  "$C/ggml/src/libggml-base.a" -fopenmp -lpthread -ldl -o "$BIN/llamacpp-chat"
 echo "build-llamacpp: built $BIN" >&2

@@ -13,8 +13,10 @@ Templates:
   rendered with tokenizer.apply_chat_template(...) as it is;
 - Gemma-3 270m: its GGUF has no `tokenizer.chat_template` (transformers' tokenizer has none
   and cannot apply one), so the runtime uses its gemma preset (tokenizer.md). Recorded with
-  `template: null`; the expected text of user/assistant conversations is Gemma's turn format
-  as scripts/make_llm_fixtures.py's chat_text writes it (not an outside rendering);
+  `template: null`; the expected text of every conversation is llama.cpp's built-in `gemma`
+  template (llama_chat_apply_template through scripts/llamacpp_chat.cpp, built by
+  scripts/build-llamacpp.sh: system text folded into the first user turn, contents trimmed),
+  with `<bos>` in front;
 - the llama.cpp vocabulary GGUFs with a template (llama-vocab/: phi-3, qwen2, command-r,
   gemma-4; real templates of those models; gemma-4's tokenizer is one the runtime does not
   load, so only its template is used; qwen35's template is qwen2's, and its pre-tokenizer
@@ -28,6 +30,7 @@ raises (e.g. roles that do not alternate) the error is recorded and our renderer
 
 import json
 import os
+import subprocess
 import sys
 from importlib.metadata import version
 
@@ -37,6 +40,7 @@ import transformers
 from transformers import AutoTokenizer
 
 MODELS = os.environ.get("CYB_MODELS_DIR", ".cache/models")
+LLAMACPP_BIN = os.path.join(os.environ.get("CYB_LLAMACPP_BUILD", ".cache/llama.cpp-build"), "cmake/bin")
 OUT = "tests/fixtures/chat/templates.json"
 
 CONVERSATIONS = [
@@ -95,14 +99,16 @@ def gguf_token(reader, key):
     return bytes(tokens.parts[tokens.data[tid]]).decode("utf-8")
 
 
-def gemma_preset(messages, add_generation_prompt):
-    """Gemma's turn format for user/assistant turns (chat_text of make_llm_fixtures.py), or None."""
-    if any(role == "system" for role, _ in messages):
-        return None
-    out = "<bos>"
-    for role, content in messages:
-        out += f"<start_of_turn>{'model' if role == 'assistant' else role}\n{content}<end_of_turn>\n"
-    return out + ("<start_of_turn>model\n" if add_generation_prompt else "")
+def llamacpp_gemma(messages, add_generation_prompt):
+    """llama.cpp's built-in `gemma` template (scripts/llamacpp_chat.cpp), with the BOS text
+    its tokenizer adds in front."""
+    tool = os.path.join(LLAMACPP_BIN, "llamacpp-chat")
+    if not os.access(tool, os.X_OK):
+        raise SystemExit(f"{tool} is missing: run scripts/build-llamacpp.sh")
+    stdin = b"".join(r.encode() + b"\0" + c.encode() + b"\0" for r, c in messages)
+    out = subprocess.run([tool, "gemma", "1" if add_generation_prompt else "0"], input=stdin,
+                         capture_output=True, check=True)
+    return "<bos>" + out.stdout.decode("utf-8")
 
 
 def render(apply, messages, add_generation_prompt):
@@ -146,10 +152,9 @@ def main():
         for conv_name, messages in CONVERSATIONS:
             for gen in (True, False):
                 if template is None:
-                    text = gemma_preset(messages, gen) if name == "gemma3" else None
-                    if text is None:
-                        continue
-                    row = {"text": text}
+                    if name != "gemma3":
+                        raise SystemExit(f"{name}: the GGUF has no chat template")
+                    row = {"text": llamacpp_gemma(messages, gen)}
                 else:
                     row = render(apply, messages, gen)
                 rows.append({"conversation": conv_name, "add_generation_prompt": gen, **row})
@@ -159,7 +164,8 @@ def main():
         print(f"{name}: {len(rows)} renders ({errors} template errors)", file=sys.stderr)
     doc = {
         "source": f"transformers {transformers.__version__} apply_chat_template (jinja2 {jinja2.__version__}), "
-        f"gguf-py {version('gguf')}; scripts/make_chat_fixtures.py",
+        f"gguf-py {version('gguf')}; gemma3: llama.cpp's built-in gemma template (llama-cpp-python 0.3.36 "
+        "sdist, scripts/llamacpp_chat.cpp); scripts/make_chat_fixtures.py",
         "conversations": [{"name": n, "messages": [{"role": r, "content": c} for r, c in m]} for n, m in CONVERSATIONS],
         "templates": templates,
     }

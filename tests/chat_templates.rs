@@ -2,7 +2,9 @@
 //! (tests/fixtures/chat/templates.json, written by scripts/make_chat_fixtures.py):
 //! SmolLM2's and the qwen2 test model's GGUF templates through the whole runtime
 //! (import, `TextModel::chat_template` and `TextModel::render_chat`), Gemma-3's
-//! missing template (the runtime's gemma preset), and the real templates of the
+//! missing template (the runtime's gemma preset, against llama.cpp's built-in
+//! `gemma` template, which folds a system text into the first user turn as
+//! Gemma's own template does), and the real templates of the
 //! llama.cpp vocabulary GGUFs (phi-3, qwen2, command-r; gemma-4's, whose
 //! tokenizer the runtime does not load, from the fixture) on our minijinja
 //! renderer with those files' BOS/EOS texts. Every conversation with

@@ -31,7 +31,10 @@ pub enum Preset {
     ChatMl,
     /// `<|start_header_id|>{role}<|end_header_id|>\n\n{content}<|eot_id|>`, BOS first.
     Llama3,
-    /// `<start_of_turn>{role}\n{content}<end_of_turn>\n`, assistant named `model`.
+    /// `<start_of_turn>{role}\n{content}<end_of_turn>\n`, BOS first, assistant named
+    /// `model`, contents trimmed. Gemma has no system role: system texts go in front
+    /// of the next user turn, followed by a blank line (Gemma's own template and
+    /// llama.cpp's `gemma` do the same).
     Gemma,
     /// `[INST] {content} [/INST]`.
     Mistral,
@@ -91,13 +94,24 @@ impl Preset {
             }
             Preset::Gemma => {
                 out += bos;
+                let mut system = String::new();
                 for m in messages {
+                    if m.role == "system" {
+                        system += m.content.trim();
+                        continue;
+                    }
                     let role = if m.role == "assistant" {
                         "model"
                     } else {
                         &m.role
                     };
-                    out += &format!("<start_of_turn>{role}\n{}<end_of_turn>\n", m.content);
+                    out += &format!("<start_of_turn>{role}\n");
+                    if role != "model" && !system.is_empty() {
+                        out += &system;
+                        out += "\n\n";
+                        system.clear();
+                    }
+                    out += &format!("{}<end_of_turn>\n", m.content.trim());
                 }
                 if add_generation_prompt {
                     out += "<start_of_turn>model\n";
@@ -409,5 +423,7 @@ mod tests {
             "<bos><start_of_turn>user\nU<end_of_turn>\n<start_of_turn>model\nA<end_of_turn>\n<start_of_turn>model\n"
         );
         assert_eq!(gemma.end_of_turn(), Some("<end_of_turn>"));
+        let folded = gemma.render(&msgs, false).unwrap();
+        assert_eq!(folded, "<bos><start_of_turn>user\nS\n\nU<end_of_turn>\n");
     }
 }
