@@ -167,21 +167,22 @@ impl VoiceConfig {
     /// then `EOS`. Unknown symbols are skipped and reported once each.
     pub fn phoneme_ids(&self, symbols: &[String]) -> PhonemeIds {
         let map = &self.phoneme_id_map;
+        let ids_of = |symbol: &str| map.get(symbol).map_or(&[][..], Vec::as_slice);
         let mut ids = Vec::with_capacity(2 * symbols.len() + 3);
-        ids.extend(&map[BOS]);
-        ids.extend(&map[PAD]);
+        ids.extend(ids_of(BOS));
+        ids.extend(ids_of(PAD));
         let mut unknown: Vec<String> = Vec::new();
         for symbol in symbols {
             match map.get(symbol) {
                 Some(symbol_ids) => {
                     ids.extend(symbol_ids);
-                    ids.extend(&map[PAD]);
+                    ids.extend(ids_of(PAD));
                 }
                 None if !unknown.contains(symbol) => unknown.push(symbol.clone()),
                 None => {}
             }
         }
-        ids.extend(&map[EOS]);
+        ids.extend(ids_of(EOS));
         PhonemeIds { ids, unknown }
     }
 }
