@@ -51,8 +51,41 @@ pub struct BackendEntry {
     pub fallback: &'static [&'static str],
     /// Whether `--backend auto` tries it (in table order).
     pub auto: bool,
+    /// What the backend guarantees or prefers (asked instead of its name).
+    pub capabilities: Capabilities,
     /// Starts the backend, or says why it cannot (`BackendInit`).
     pub init: fn(&BackendConfig) -> Result<Arc<dyn Backend>, ExecutionError>,
+}
+
+/// What a backend guarantees or prefers. Code outside `src/backend` decides by
+/// these, never by a backend's name; each backend declares them once, in its
+/// [`BACKENDS`] row.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Capabilities {
+    /// Every result is bit-identical across runs, thread counts and machines;
+    /// constants the caller precomputes for it (RoPE tables) must come from the
+    /// backend's own portable math (`nox::math`).
+    pub deterministic: bool,
+    /// Runs graph sections only: no curated family forward, no fallback chain.
+    pub graph_only: bool,
+    /// Its matmul is fastest on f32 weights for inputs of many rows, so a family
+    /// decodes such matrices to f32 once at load (the Whisper encoder).
+    pub widened_f32_weights: bool,
+}
+
+impl Capabilities {
+    /// No guarantee beyond the [`Backend`] contract.
+    pub const NONE: Capabilities = Capabilities {
+        deterministic: false,
+        graph_only: false,
+        widened_f32_weights: false,
+    };
+
+    /// The capabilities of the registered backend `name` (or alias); an unknown
+    /// name has none.
+    pub fn of(name: &str) -> Capabilities {
+        entry(name).map(|e| e.capabilities).unwrap_or_default()
+    }
 }
 
 /// Every backend, in `auto` preference order.
@@ -62,6 +95,7 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &[],
         fallback: &["wgpu", "cpu"],
         auto: true,
+        capabilities: Capabilities::NONE,
         init: honeycrisp::init,
     },
     BackendEntry {
@@ -69,6 +103,7 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &["wgpu+rs"],
         fallback: &["cpu"],
         auto: true,
+        capabilities: Capabilities::NONE,
         init: wgpu::init,
     },
     BackendEntry {
@@ -76,6 +111,10 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &[],
         fallback: &[],
         auto: true,
+        capabilities: Capabilities {
+            widened_f32_weights: true,
+            ..Capabilities::NONE
+        },
         init: cpu::init,
     },
     BackendEntry {
@@ -83,6 +122,11 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &[],
         fallback: &[],
         auto: false,
+        capabilities: Capabilities {
+            deterministic: true,
+            graph_only: true,
+            ..Capabilities::NONE
+        },
         init: nox::init,
     },
     BackendEntry {
@@ -90,6 +134,7 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &["cpu-ref"],
         fallback: &[],
         auto: false,
+        capabilities: Capabilities::NONE,
         init: cpu::reference::init,
     },
 ];
@@ -104,6 +149,14 @@ pub enum BackendChoice {
 }
 
 impl BackendChoice {
+    /// The capabilities of the named backend; `auto` promises none.
+    pub fn capabilities(&self) -> Capabilities {
+        match self {
+            BackendChoice::Auto => Capabilities::NONE,
+            BackendChoice::Named(n) => Capabilities::of(n),
+        }
+    }
+
     /// Parses `auto` or a registered name or alias.
     pub fn parse(s: &str) -> Result<BackendChoice, ExecutionError> {
         if s == "auto" {
@@ -442,4 +495,21 @@ fn describe(infos: &[TensorInfo]) -> String {
         .map(|i| format!("{}{:?}", i.dtype, i.shape))
         .collect();
     format!("inputs [{}]", parts.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn capabilities_are_looked_up_by_name_or_alias() {
+        let nox = Capabilities::of("nox");
+        assert!(nox.deterministic && nox.graph_only && !nox.widened_f32_weights);
+        assert!(Capabilities::of("cpu").widened_f32_weights);
+        assert_eq!(Capabilities::of("cpu-ref"), Capabilities::of("reference"));
+        assert_eq!(Capabilities::of("reference"), Capabilities::NONE);
+        assert_eq!(Capabilities::of("no-such-backend"), Capabilities::NONE);
+        assert_eq!(BackendChoice::Auto.capabilities(), Capabilities::NONE);
+        assert_eq!(BackendChoice::parse("nox").unwrap().capabilities(), nox);
+    }
 }

@@ -53,7 +53,8 @@ pub mod wgpu;
 
 pub use alloc::{BufferUsage, FrameAllocator};
 pub use dispatch::{
-    BackendChoice, BackendConfig, BackendEntry, DispatchLog, DispatchRecord, Dispatcher, BACKENDS,
+    BackendChoice, BackendConfig, BackendEntry, Capabilities, DispatchLog, DispatchRecord,
+    Dispatcher, BACKENDS,
 };
 pub use op::{broadcast_shape, rope_cache, rope_inv_freq, Mask, Op, RopeStyle, SampleParams};
 pub use tensor::{DeviceBuffer, SharedBytes, Storage, Tensor, TensorInfo};
@@ -68,6 +69,11 @@ pub type BackendError = ExecutionError;
 pub trait Backend: Send + Sync {
     /// Backend identity for logging and dispatch records.
     fn name(&self) -> &str;
+
+    /// What this backend guarantees or prefers: its [`BACKENDS`] row's.
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::of(self.name())
+    }
 
     /// Return true if this backend implements the op for the given
     /// input dtypes/shapes. If not, caller falls back to CPU reference.

@@ -225,7 +225,7 @@ impl GraphModel {
                 continue;
             };
             let rot = rot_dim.unwrap_or(d);
-            let exact = chosen(node).name() == nox::NAME;
+            let exact = chosen(node).capabilities().deterministic;
             let inv = match (freqs, exact) {
                 (RopeFreqs::Base(b), true) => nox::math::rope_inv_freq(rot, *b),
                 _ => freqs.inv_freq(rot),

@@ -645,10 +645,11 @@ impl PathChoice {
     }
 }
 
-/// Which path runs `model` for `--path` and `--backend`: `nox` always takes
-/// the graph path (a model without a graph section is `BackendInit { backend:
-/// "nox", reason: "model has no graph section" }`, and `--path curated` with
-/// nox is refused); auto is curated when a family exists, else graph.
+/// Which path runs `model` for `--path` and `--backend`: a graph-only backend
+/// (nox) always takes the graph path (a model without a graph section is
+/// `BackendInit { backend: "nox", reason: "model has no graph section" }`, and
+/// `--path curated` with it is refused); auto is curated when a family
+/// exists, else graph.
 pub fn resolve_path(
     model: &crate::loader::Model,
     path: PathChoice,
@@ -657,18 +658,17 @@ pub fn resolve_path(
     use crate::backend::BackendChoice;
     use crate::error::ExecutionError;
     use crate::loader::ExecPath;
-    let nox = matches!(backend, BackendChoice::Named(n) if n == crate::backend::nox::NAME);
-    if nox {
+    if let (BackendChoice::Named(name), true) = (backend, backend.capabilities().graph_only) {
         if model.graph.is_none() {
             return Err(ExecutionError::BackendInit {
-                backend: "nox".into(),
+                backend: name.clone(),
                 reason: "model has no graph section".into(),
             });
         }
         if path == PathChoice::Curated {
             return Err(ExecutionError::BackendInit {
-                backend: "nox".into(),
-                reason: "nox runs only the graph path; use --path graph or auto".into(),
+                backend: name.clone(),
+                reason: format!("{name} runs only the graph path; use --path graph or auto"),
             });
         }
         return Ok(ExecPath::Graph);

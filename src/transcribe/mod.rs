@@ -83,13 +83,16 @@ impl SpeechModel {
                 ),
             });
         }
-        if matches!(&opts.backend, BackendChoice::Named(n) if n == crate::backend::nox::NAME) {
-            return Err(ExecutionError::BackendInit {
-                backend: crate::backend::nox::NAME.into(),
-                reason: "transcription runs the curated Whisper family, and nox runs only graph \
-                         sections; use --backend cpu (or auto)"
-                    .into(),
-            });
+        if let BackendChoice::Named(name) = &opts.backend {
+            if opts.backend.capabilities().graph_only {
+                return Err(ExecutionError::BackendInit {
+                    backend: name.clone(),
+                    reason: format!(
+                        "transcription runs the curated Whisper family, and {name} runs only \
+                         graph sections; use --backend cpu (or auto)"
+                    ),
+                });
+            }
         }
         let dispatcher = Dispatcher::new(
             opts.backend.clone(),

@@ -166,9 +166,9 @@ impl Whisper {
         let tokenizer = Tokenizer::from_model(&model)?;
         let b = WeightBinder::new(model, "WhisperStyle");
         let (d, n_mels) = (config.d_model, config.n_mels);
-        // The encoder's matmuls have 1500-3000 rows: on the cpu their weights are
-        // decoded to f32 once here, which the tiled matmul reads in place.
-        let widen = dispatcher.primary().name() == "cpu";
+        // The encoder's matmuls have 1500-3000 rows: on a backend that prefers
+        // f32 weights there, they are decoded to f32 once here.
+        let widen = dispatcher.primary().capabilities().widened_f32_weights;
         let wide = |l: Linear| -> Result<Linear, ExecutionError> {
             Ok(Linear {
                 w: if widen { f32_weight(&l.w)? } else { l.w },
