@@ -40,7 +40,9 @@
 //!
 //! # Adding a backend
 //!
-//! Implement [`Backend`] and add one [`BackendEntry`] line to [`BACKENDS`].
+//! Implement [`Backend`] and add one [`BackendEntry`] line to [`BACKENDS`],
+//! declaring its [`Capabilities`] there: the rest of the crate asks those
+//! (deterministic, graph only, widened f32 weights), never the backend's name.
 
 pub mod alloc;
 pub mod cpu;
