@@ -18,6 +18,14 @@ use symphonia::core::probe::Hint;
 /// The sample rate speech models take (Whisper: 16 kHz).
 pub const SAMPLE_RATE: u32 = 16_000;
 
+/// Most mono samples a file may decode to, at its own rate or resampled: 2^30
+/// (4 GiB of f32; 6.2 hours at 48 kHz, 18.6 hours at 16 kHz). A compressed file
+/// that expands beyond it (a FLAC of silence claiming days) is an error, not an abort.
+pub const MAX_SAMPLES: usize = 1 << 30;
+
+/// Sample rates a file may declare, in Hz (a rate of 0 or 1 Hz is a damaged header).
+pub const SAMPLE_RATES: std::ops::RangeInclusive<u32> = 1_000..=768_000;
+
 /// Why an audio file could not be read. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum AudioError {
@@ -43,6 +51,24 @@ pub enum AudioError {
     Empty {
         /// The audio file.
         path: PathBuf,
+    },
+    /// The file decodes to more than [`MAX_SAMPLES`] samples.
+    #[error("{path}: more than {max} samples at {rate} Hz ({hours:.1} hours); split the file", hours = *max as f64 / f64::from((*rate).max(1)) / 3600.0)]
+    TooLong {
+        /// The audio file.
+        path: PathBuf,
+        /// The file's sample rate.
+        rate: u32,
+        /// The limit, [`MAX_SAMPLES`].
+        max: usize,
+    },
+    /// The file declares a sample rate outside [`SAMPLE_RATES`].
+    #[error("{path}: sample rate {rate} Hz is outside 1000..=768000 Hz (damaged header?)")]
+    SampleRate {
+        /// The audio file.
+        path: PathBuf,
+        /// The declared rate.
+        rate: u32,
     },
     /// Resampling failed.
     #[error("{path}: cannot resample from {from} Hz: {reason}")]
@@ -148,6 +174,12 @@ fn decode_source(
             Err(e) => return Err(unsupported(path, e)),
         };
         let spec = *decoded.spec();
+        if !SAMPLE_RATES.contains(&spec.rate) {
+            return Err(AudioError::SampleRate {
+                path: path.to_path_buf(),
+                rate: spec.rate,
+            });
+        }
         sample_rate = Some(spec.rate);
         let channels = spec.channels.count().max(1);
         let frames = decoded.capacity() as u64;
@@ -157,6 +189,13 @@ fn decode_source(
         };
         sb.copy_interleaved_ref(decoded);
         mix_into(sb.samples(), channels, &mut samples);
+        if samples.len() > MAX_SAMPLES {
+            return Err(AudioError::TooLong {
+                path: path.to_path_buf(),
+                rate: spec.rate,
+                max: MAX_SAMPLES,
+            });
+        }
     }
     let sample_rate = sample_rate.ok_or_else(|| unsupported(path, "unknown sample rate"))?;
     if samples.is_empty() {
@@ -186,11 +225,21 @@ fn mix_into(interleaved: &[f32], channels: usize, out: &mut Vec<f32>) {
 
 /// Resamples mono `samples` from `from` Hz to `to` Hz with rubato's FFT resampler
 /// (band-limited); the output has `ceil(len * to / from)` samples, delay removed.
+/// Rates outside [`SAMPLE_RATES`] and outputs over [`MAX_SAMPLES`] are errors.
 pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, String> {
     if from == to || samples.is_empty() {
         return Ok(samples.to_vec());
     }
-    let want = (samples.len() as u64 * u64::from(to)).div_ceil(u64::from(from)) as usize;
+    for rate in [from, to] {
+        if !SAMPLE_RATES.contains(&rate) {
+            return Err(format!("rate {rate} Hz is outside 1000..=768000 Hz"));
+        }
+    }
+    let want = (samples.len() as u64 * u64::from(to)).div_ceil(u64::from(from));
+    let want = usize::try_from(want)
+        .ok()
+        .filter(|&w| w <= MAX_SAMPLES)
+        .ok_or_else(|| format!("{want} output samples, more than {MAX_SAMPLES}"))?;
     let chunk = 1024;
     let mut r = FftFixedIn::<f32>::new(from as usize, to as usize, chunk, 2, 1)
         .map_err(|e| e.to_string())?;

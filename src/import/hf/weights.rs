@@ -205,6 +205,41 @@ impl Shards {
     }
 }
 
+/// Checks that the token embedding of `plan` has `arch.vocab_size` rows before anything
+/// is sized by that count (the tokenizer's tables): a `config.json` (`config_json`) that
+/// claims more tokens than the weights hold is an error naming both, never an allocation.
+pub fn check_vocab_rows(
+    plan: &Plan<'_>,
+    arch: &Arch,
+    config_json: &Path,
+) -> Result<(), ImportError> {
+    let name = match arch.family {
+        Kind::Llama => "model.embed_tokens.weight",
+        Kind::Bert => "embeddings.word_embeddings.weight",
+    };
+    let rows = plan
+        .tensors
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| (t.file, t.shape.first().copied()));
+    match rows {
+        Some((_, Some(r))) if r == arch.vocab_size => Ok(()),
+        Some((file, r)) => Err(format(
+            config_json,
+            format!(
+                "vocab_size is {}, but the token embedding `{name}` in {} has {} rows (fix vocab_size or re-download the weights)",
+                arch.vocab_size,
+                file.display(),
+                r.map_or("no".to_string(), |r| r.to_string())
+            ),
+        )),
+        None => Err(format(
+            config_json,
+            format!("the weights hold no token embedding `{name}` (vocab_size {}): re-download the model", arch.vocab_size),
+        )),
+    }
+}
+
 /// Non-parameter buffers that PyTorch checkpoints sometimes carry.
 fn is_buffer(name: &str) -> bool {
     name.ends_with(".position_ids") || name.ends_with("rotary_emb.inv_freq")
