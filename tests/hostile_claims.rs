@@ -67,15 +67,21 @@ fn ct2_claiming_4_billion_variables_is_a_format_error() {
     );
 }
 
-/// A copy of the Qwen2 test folder with `vocab_size` in config.json set to `vocab`.
-fn hf_folder_with_vocab(dir: &Path, vocab: u64) -> PathBuf {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hf/qwen2/model");
-    let dst = dir.join("qwen2");
+/// A copy of the test folder `tests/fixtures/hf/NAME/model` in `dir/NAME`.
+fn hf_fixture_copy(name: &str, dir: &Path) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/fixtures/hf/{name}/model"));
+    let dst = dir.join(name);
     std::fs::create_dir_all(&dst).unwrap();
     for e in std::fs::read_dir(&src).unwrap() {
         let e = e.unwrap();
         std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
     }
+    dst
+}
+
+/// A copy of the Qwen2 test folder with `vocab_size` in config.json set to `vocab`.
+fn hf_folder_with_vocab(dir: &Path, vocab: u64) -> PathBuf {
+    let dst = hf_fixture_copy("qwen2", dir);
     let cfg = std::fs::read_to_string(dst.join("config.json")).unwrap();
     assert!(cfg.contains("\"vocab_size\": 328"));
     let cfg = cfg.replace("\"vocab_size\": 328", &format!("\"vocab_size\": {vocab}"));
@@ -191,4 +197,37 @@ fn npy_claiming_a_2_pow_64_element_shape_is_a_named_error() {
         err.contains("input `a`") && err.contains("huge.npy claims shape [4294967296, 4294967296]"),
         "{err}"
     );
+}
+
+#[test]
+fn gguf_claiming_4_billion_layers_is_a_format_error() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/seeds/gguf_import/tiny_llama.gguf");
+    let mut b = std::fs::read(seed).unwrap();
+    // The value of `llama.block_count` (uint32 1), after its key and type.
+    let key = b"llama.block_count";
+    let at = memchr::memmem::find(&b, key).unwrap() + key.len();
+    assert_eq!(b[at..at + 8], [4, 0, 0, 0, 1, 0, 0, 0]);
+    b[at + 4..at + 8].copy_from_slice(&u32::MAX.to_le_bytes());
+    let dir = tempfile::tempdir().unwrap();
+    let e = import_gguf(dir.path(), &b);
+    assert!(
+        matches!(&e, ImportError::Format { reason, .. } if reason.contains("`llama.block_count` = 4294967295")),
+        "{e}"
+    );
+}
+
+#[test]
+fn hf_head_dim_overflowing_with_the_head_count_is_an_error_naming_head_dim() {
+    let dir = tempfile::tempdir().unwrap();
+    let dst = hf_fixture_copy("llama_fused", dir.path());
+    let cfg = std::fs::read_to_string(dst.join("config.json")).unwrap();
+    let cfg = cfg.replacen('{', "{\"head_dim\": 4611686018427387904,", 1);
+    std::fs::write(dst.join("config.json"), cfg).unwrap();
+    let e = cyb_llm::import::import(
+        &dst,
+        &dir.path().join("out.model"),
+        &ImportOptions::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("head_dim"), "{e}");
 }

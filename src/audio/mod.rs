@@ -188,14 +188,15 @@ fn decode_source(
             _ => buf.insert(SampleBuffer::new(frames, spec)),
         };
         sb.copy_interleaved_ref(decoded);
-        mix_into(sb.samples(), channels, &mut samples);
-        if samples.len() > MAX_SAMPLES {
+        // Checked before the samples are added, so the buffer never grows past the limit.
+        if samples.len() + sb.samples().len() / channels > MAX_SAMPLES {
             return Err(AudioError::TooLong {
                 path: path.to_path_buf(),
                 rate: spec.rate,
                 max: MAX_SAMPLES,
             });
         }
+        mix_into(sb.samples(), channels, &mut samples);
     }
     let sample_rate = sample_rate.ok_or_else(|| unsupported(path, "unknown sample rate"))?;
     if samples.is_empty() {

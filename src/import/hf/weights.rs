@@ -205,14 +205,22 @@ impl Shards {
     }
 }
 
-/// Checks that the token embedding of `plan` has `arch.vocab_size` rows before anything
-/// is sized by that count (the tokenizer's tables): a `config.json` (`config_json`) that
-/// claims more tokens than the weights hold is an error naming both, never an allocation.
-pub fn check_vocab_rows(
-    plan: &Plan<'_>,
-    arch: &Arch,
-    config_json: &Path,
-) -> Result<(), ImportError> {
+/// Checks the counts of `config.json` (`config_json`) that size work before the
+/// written file is validated: the layer count against the number of tensors
+/// (each layer has several; the graph section is written per layer) and the
+/// token embedding's rows against `arch.vocab_size` (the tokenizer's tables).
+/// A config that claims more than the weights hold is an error naming both.
+pub fn check_counts(plan: &Plan<'_>, arch: &Arch, config_json: &Path) -> Result<(), ImportError> {
+    let layers = arch.architecture.num_hidden_layers.unwrap_or(0);
+    if layers > plan.tensors.len() {
+        return Err(format(
+            config_json,
+            format!(
+                "num_hidden_layers is {layers}, but the weights hold only {} tensors (fix num_hidden_layers or re-download the weights)",
+                plan.tensors.len()
+            ),
+        ));
+    }
     let name = match arch.family {
         Kind::Llama => "model.embed_tokens.weight",
         Kind::Bert => "embeddings.word_embeddings.weight",
@@ -301,16 +309,19 @@ fn split<'a>(
     fused: &str,
     parts: &[(&str, usize)],
 ) -> Result<Vec<Planned<'a>>, ImportError> {
-    let total: usize = parts.iter().map(|p| p.1).sum();
-    if t.shape.first() != Some(&total) || t.dtype.is_quantized() {
+    let total = parts.iter().try_fold(0usize, |a, p| a.checked_add(p.1));
+    let fits = |n: usize| n > 0 && t.shape.first() == Some(&n) && !t.dtype.is_quantized();
+    let Some(total) = total.filter(|&n| fits(n)) else {
         return Err(format(
             t.file,
             format!(
-                "fused tensor `{}` has shape {:?}; the config implies {total} rows",
-                t.name, t.shape
+                "fused tensor `{}` has shape {:?}; the config implies {} rows",
+                t.name,
+                t.shape,
+                total.map_or("too many".to_string(), |n| n.to_string())
             ),
         ));
-    }
+    };
     let row_bytes = t.data.len() / total;
     let mut at = 0;
     let mut out = Vec::new();

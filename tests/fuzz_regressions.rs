@@ -1,0 +1,67 @@
+//! Every input a fuzz target (fuzz/fuzz_targets, scripts/fuzz.sh) found to
+//! crash, abort or hang is kept in tests/fixtures/fuzz/TARGET/ and must now
+//! give the error listed here for it, quickly.
+
+use cyb_llm::import::ImportOptions;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// The crash inputs of `target`, sorted, each with the text its error must contain.
+fn cases(target: &str, expected: &[(&str, &str)]) -> Vec<(PathBuf, String)> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/fuzz")
+        .join(target);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let listed: Vec<&str> = expected.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        names,
+        listed,
+        "every file of {} has one expected error here",
+        dir.display()
+    );
+    files
+        .into_iter()
+        .zip(expected)
+        .map(|(f, (_, e))| (f, e.to_string()))
+        .collect()
+}
+
+/// Runs `f` on each case: an error containing the expected text, within 10 s.
+fn check<E: std::fmt::Display>(cases: Vec<(PathBuf, String)>, f: impl Fn(&Path) -> Result<(), E>) {
+    for (file, want) in cases {
+        let started = Instant::now();
+        let got = f(&file);
+        let name = file.display();
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{name}: took {:?}",
+            started.elapsed()
+        );
+        match got {
+            Ok(()) => panic!("{name}: accepted, expected an error containing {want:?}"),
+            Err(e) => assert!(e.to_string().contains(&want), "{name}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn gguf_import_crashes_are_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.model");
+    let cases = cases(
+        "gguf_import",
+        // llama.embedding_length mutated: a head_dim of 1.8 billion, 7.4 GB of RoPE table at import.
+        &[("oom-rope-head-dim.gguf", "but token_embd.weight has shape")],
+    );
+    check(cases, |f| {
+        cyb_llm::import::gguf::import(f, &out, &ImportOptions::default())
+    });
+}
