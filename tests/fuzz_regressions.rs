@@ -65,3 +65,30 @@ fn gguf_import_crashes_are_errors() {
         cyb_llm::import::gguf::import(f, &out, &ImportOptions::default())
     });
 }
+
+#[test]
+fn audio_decode_crashes_are_errors() {
+    let cases = cases(
+        "audio_decode",
+        // A float WAV whose samples reach 1e28: the resampler's FFT overflowed into NaN and
+        // rubato panicked on it.
+        &[("float-wav-3e28-samples", "outside -1000..=1000")],
+    );
+    // The first byte is the fuzz target's file-name hint (0: a .wav).
+    check(cases, |f| {
+        let bytes = std::fs::read(f).unwrap();
+        cyb_llm::audio::bytes_16k(bytes[1..].to_vec(), Path::new("fuzz.wav")).map(|_| ())
+    });
+}
+
+#[test]
+fn onnx_import_crashes_are_errors() {
+    let cases = cases(
+        "onnx_import",
+        // A Slice with fewer ends than axes: indexed past the ends.
+        &[("slice-fewer-ends-than-axes.onnx", "Slice has")],
+    );
+    check(cases, |f| {
+        cyb_llm::import::onnx::convert(f, &std::fs::read(f).unwrap()).map(|_| ())
+    });
+}

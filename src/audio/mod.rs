@@ -23,6 +23,11 @@ pub const SAMPLE_RATE: u32 = 16_000;
 /// that expands beyond it (a FLAC of silence claiming days) is an error, not an abort.
 pub const MAX_SAMPLES: usize = 1 << 30;
 
+/// Largest sample magnitude accepted. Float audio is nominally within [-1, 1];
+/// values far beyond (a damaged float file holds values up to 3e38) would
+/// overflow the resampler's FFT into NaN.
+pub const MAX_MAGNITUDE: f32 = 1000.0;
+
 /// Sample rates a file may declare, in Hz (a rate of 0 or 1 Hz is a damaged header).
 pub const SAMPLE_RATES: std::ops::RangeInclusive<u32> = 1_000..=768_000;
 
@@ -61,6 +66,16 @@ pub enum AudioError {
         rate: u32,
         /// The limit, [`MAX_SAMPLES`].
         max: usize,
+    },
+    /// A sample is not finite or exceeds [`MAX_MAGNITUDE`].
+    #[error("{path}: sample {index} is {value}, outside -1000..=1000 (damaged float data?)")]
+    BadSample {
+        /// The audio file.
+        path: PathBuf,
+        /// The sample's index (mono, at the file's rate).
+        index: usize,
+        /// Its value.
+        value: f32,
     },
     /// The file declares a sample rate outside [`SAMPLE_RATES`].
     #[error("{path}: sample rate {rate} Hz is outside 1000..=768000 Hz (damaged header?)")]
@@ -199,6 +214,16 @@ fn decode_source(
         mix_into(sb.samples(), channels, &mut samples);
     }
     let sample_rate = sample_rate.ok_or_else(|| unsupported(path, "unknown sample rate"))?;
+    if let Some(index) = samples
+        .iter()
+        .position(|x| !x.is_finite() || x.abs() > MAX_MAGNITUDE)
+    {
+        return Err(AudioError::BadSample {
+            path: path.to_path_buf(),
+            index,
+            value: samples[index],
+        });
+    }
     if samples.is_empty() {
         return Err(AudioError::Empty {
             path: path.to_path_buf(),

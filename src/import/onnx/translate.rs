@@ -907,7 +907,7 @@ impl Translator {
                 let two = |v: Option<Vec<i64>>, d: i64| -> [usize; 2] {
                     let v = v.unwrap_or(vec![d, d]);
                     [
-                        v[0].max(0) as usize,
+                        v.first().copied().unwrap_or(d).max(0) as usize,
                         v.get(1).copied().unwrap_or(d).max(0) as usize,
                     ]
                 };
@@ -933,6 +933,14 @@ impl Translator {
                     Some(a) => self.known_ints(a)?,
                     None => (0..starts.len() as i64).collect(),
                 };
+                if starts.len() != axes.len() || ends.len() != axes.len() {
+                    return Err(format!(
+                        "Slice has {} starts and {} ends for {} axes",
+                        starts.len(),
+                        ends.len(),
+                        axes.len()
+                    ));
+                }
                 if let Some(s) = n.input(4) {
                     if self.known_ints(s)?.iter().any(|&s| s != 1) {
                         return Err("Slice with steps other than 1 is not supported yet".into());
