@@ -72,7 +72,14 @@ fn audio_decode_crashes_are_errors() {
         "audio_decode",
         // A float WAV whose samples reach 1e28: the resampler's FFT overflowed into NaN and
         // rubato panicked on it.
-        &[("float-wav-3e28-samples", "outside -1000..=1000")],
+        &[
+            ("float-wav-3e28-samples", "outside -1000..=1000"),
+            // A WAV header with a sample rate of 0: symphonia's TimeBase panicked.
+            (
+                "wav-rate-0-symphonia-panic",
+                "the decoder failed on damaged data",
+            ),
+        ],
     );
     // The first byte is the fuzz target's file-name hint (0: a .wav).
     check(cases, |f| {
@@ -85,8 +92,12 @@ fn audio_decode_crashes_are_errors() {
 fn onnx_import_crashes_are_errors() {
     let cases = cases(
         "onnx_import",
-        // A Slice with fewer ends than axes: indexed past the ends.
-        &[("slice-fewer-ends-than-axes.onnx", "Slice has")],
+        &[
+            // Resize scales whose product with the input shape overflows usize.
+            ("resize-scales-overflow.onnx", "shape mismatch"),
+            // A Slice with fewer ends than axes: indexed past the ends.
+            ("slice-fewer-ends-than-axes.onnx", "Slice has"),
+        ],
     );
     check(cases, |f| {
         cyb_llm::import::onnx::convert(f, &std::fs::read(f).unwrap()).map(|_| ())

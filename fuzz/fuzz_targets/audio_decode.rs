@@ -11,6 +11,11 @@ use std::path::Path;
 const NAMES: [&str; 5] = ["a.wav", "a.flac", "a.mp3", "a.ogg", "a"];
 
 fuzz_target!(|data: &[u8]| {
+    // cyb_llm::audio catches the decoders' panics (a damaged file, reported as an
+    // error): the default hook lets them unwind to it instead of libfuzzer-sys's
+    // aborting hook. A panic that escapes still aborts the run (libfuzzer-sys).
+    static DEFAULT_HOOK: std::sync::Once = std::sync::Once::new();
+    DEFAULT_HOOK.call_once(|| drop(std::panic::take_hook()));
     let Some((&pick, bytes)) = data.split_first() else {
         return;
     };

@@ -141,7 +141,29 @@ pub fn bytes_16k(bytes: Vec<u8>, name: &Path) -> Result<Vec<f32>, AudioError> {
     to_16k(decode_bytes(bytes, name)?, name)
 }
 
+/// [`decode_unguarded`], with a panic inside the decoders (symphonia panics on
+/// some damaged headers, such as a WAV sample rate of 0) reported as a damaged file.
 fn decode_source(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    path: &Path,
+) -> Result<Audio, AudioError> {
+    let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        decode_unguarded(source, path)
+    }));
+    guarded.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(unsupported(
+            path,
+            format!("the decoder failed on damaged data: {what}"),
+        ))
+    })
+}
+
+fn decode_unguarded(
     source: Box<dyn symphonia::core::io::MediaSource>,
     path: &Path,
 ) -> Result<Audio, AudioError> {
