@@ -95,6 +95,8 @@ fn onnx_import_crashes_are_errors() {
         &[
             // Resize scales whose product with the input shape overflows usize.
             ("resize-scales-overflow.onnx", "shape mismatch"),
+            // A Slice of a rank-0 input: indexed past its shape.
+            ("slice-axis-of-a-scalar.onnx", "Slice axis beyond"),
             // A Slice with fewer ends than axes: indexed past the ends.
             ("slice-fewer-ends-than-axes.onnx", "Slice has"),
         ],

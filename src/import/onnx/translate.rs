@@ -968,7 +968,11 @@ impl Translator {
                 let mut cur = x.to_string();
                 for (k, &a) in axes.iter().enumerate() {
                     let axis = normalize_axis(a, shape.len())?;
-                    let len = shape[axis].dim().ok_or("Slice along a symbolic axis")?;
+                    let len = shape
+                        .get(axis)
+                        .ok_or("Slice axis beyond the input's rank")?
+                        .dim()
+                        .ok_or("Slice along a symbolic axis")?;
                     let end = ends[k].clamp(-(len as i64) - 1, len as i64);
                     let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
                     let next = if k + 1 == axes.len() {
