@@ -99,6 +99,8 @@ fn onnx_import_crashes_are_errors() {
             ("slice-axis-of-a-scalar.onnx", "Slice axis beyond"),
             // A Slice with fewer ends than axes: indexed past the ends.
             ("slice-fewer-ends-than-axes.onnx", "Slice has"),
+            // A Split of a rank-0 input: indexed past its shape.
+            ("split-axis-of-a-scalar.onnx", "Split axis beyond"),
         ],
     );
     check(cases, |f| {

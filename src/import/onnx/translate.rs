@@ -854,7 +854,11 @@ impl Translator {
                 let x = in0()?;
                 let shape = self.shape_of(x)?;
                 let axis = normalize_axis(n.int("axis", 0)?, shape.len())?;
-                let len = shape[axis].dim().ok_or("Split along a symbolic axis")?;
+                let len = shape
+                    .get(axis)
+                    .ok_or("Split axis beyond the input's rank")?
+                    .dim()
+                    .ok_or("Split along a symbolic axis")?;
                 let sizes: Vec<usize> = match n.input(1) {
                     Some(s) => self
                         .known_ints(s)?
