@@ -355,6 +355,19 @@ fn family_requirements_are_checked() {
 }
 
 #[test]
+fn config_claiming_2_pow_40_layers_is_invalid_config_not_an_abort() {
+    let f = fixture();
+    let err = f
+        .edit("num_hidden_layers = 1", "num_hidden_layers = 1099511627776")
+        .unwrap_err();
+    assert!(
+        matches!(&err, LoadError::InvalidConfig { field, reason, .. }
+            if field == "architecture.num_hidden_layers" && reason.contains("1099511627776 layers")),
+        "{err}"
+    );
+}
+
+#[test]
 fn unknown_model_type_without_graph_is_invalid_config() {
     let f = fixture();
     let err = f

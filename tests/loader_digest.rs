@@ -1,7 +1,8 @@
 //! Section digests on a real imported model (SmolLM2): the vocabulary edits
 //! that used to load silently (a special token's text changed, a token-type
 //! line dropped) are `DigestMismatch` errors naming `vocab`; `validate --deep`
-//! checks the weights' digest and `inspect` shows every digest.
+//! checks the weights' digest, `run --verify` refuses damaged weights that
+//! `run` alone loads, and `inspect` shows every digest.
 
 mod generate_util;
 
@@ -53,12 +54,8 @@ fn validate_deep_checks_the_weights_and_inspect_shows_digests() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["weights_digest"], "verified");
 
-    let mut bytes = std::fs::read(&path).unwrap();
-    let mid = bytes.len() - 1000;
-    bytes[mid] ^= 0x40;
     let dir = tempfile::tempdir().unwrap();
-    let damaged = dir.path().join("damaged.model");
-    std::fs::write(&damaged, &bytes).unwrap();
+    let damaged = damaged_weights(dir.path());
     let o = Command::new(bin)
         .args(["validate", damaged.to_str().unwrap(), "--deep"])
         .output()
@@ -75,5 +72,83 @@ fn validate_deep_checks_the_weights_and_inspect_shows_digests() {
     for s in v["sections"].as_array().unwrap() {
         let d = s["digest"].as_str().unwrap_or_default();
         assert!(d.starts_with("xxh3-128:") && d.len() == 41, "{s}");
+    }
+}
+
+/// SmolLM2 with one weights byte flipped (the text sections untouched), in `dir`.
+fn damaged_weights(dir: &std::path::Path) -> std::path::PathBuf {
+    let mut bytes = std::fs::read(model_path("smollm2")).unwrap();
+    let mid = bytes.len() - 1000;
+    bytes[mid] ^= 0x40;
+    let damaged = dir.join("damaged.model");
+    std::fs::write(&damaged, &bytes).unwrap();
+    damaged
+}
+
+#[test]
+fn run_verify_refuses_a_flipped_weights_byte_that_run_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let damaged = damaged_weights(dir.path());
+    let bin = env!("CARGO_BIN_EXE_cyb-llm");
+    let run = |verify: bool| {
+        let mut c = Command::new(bin);
+        c.args(["run", damaged.to_str().unwrap(), "-p", "Hi", "-n", "2"])
+            .args(["--temp", "0", "--backend", "cpu", "-t", "2"]);
+        if verify {
+            c.arg("--verify");
+        }
+        c.output().unwrap()
+    };
+    let o = run(false);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = run(true);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "run --verify accepted damaged weights");
+    assert!(
+        err.contains("section `weights` is damaged")
+            && err.contains("re-import the model")
+            && err.contains("xxh3-128:"),
+        "{err}"
+    );
+    let o = Command::new(bin)
+        .args(["run", model_path("smollm2").to_str().unwrap(), "-p", "Hi"])
+        .args([
+            "-n",
+            "1",
+            "--temp",
+            "0",
+            "--backend",
+            "cpu",
+            "-t",
+            "2",
+            "--verify",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn every_command_that_loads_a_model_takes_verify() {
+    let bin = env!("CARGO_BIN_EXE_cyb-llm");
+    let commands = [
+        "run",
+        "chat",
+        "embed",
+        "classify",
+        "transcribe",
+        "bench",
+        "perplexity",
+        "eval",
+        "diffuse",
+        "serve",
+    ];
+    for c in commands {
+        let o = Command::new(bin).args([c, "--help"]).output().unwrap();
+        let help = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            help.contains("--verify"),
+            "`{c} --help` lacks --verify:\n{help}"
+        );
     }
 }

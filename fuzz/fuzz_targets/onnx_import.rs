@@ -1,5 +1,5 @@
 //! The ONNX importer on arbitrary bytes: decoding, initializer values and the translation
-//! must return an error, never panic. Seeds: `scripts/fuzz-onnx.sh` copies the committed
+//! must return an error, never panic. Seeds: `scripts/fuzz.sh onnx_import` copies the committed
 //! op-case models (tests/fixtures/onnx/ops/*/model.onnx).
 #![no_main]
 

@@ -18,6 +18,19 @@ use symphonia::core::probe::Hint;
 /// The sample rate speech models take (Whisper: 16 kHz).
 pub const SAMPLE_RATE: u32 = 16_000;
 
+/// Most mono samples a file may decode to, at its own rate or resampled: 2^30
+/// (4 GiB of f32; 6.2 hours at 48 kHz, 18.6 hours at 16 kHz). A compressed file
+/// that expands beyond it (a FLAC of silence claiming days) is an error, not an abort.
+pub const MAX_SAMPLES: usize = 1 << 30;
+
+/// Largest sample magnitude accepted. Float audio is nominally within [-1, 1];
+/// values far beyond (a damaged float file holds values up to 3e38) would
+/// overflow the resampler's FFT into NaN.
+pub const MAX_MAGNITUDE: f32 = 1000.0;
+
+/// Sample rates a file may declare, in Hz (a rate of 0 or 1 Hz is a damaged header).
+pub const SAMPLE_RATES: std::ops::RangeInclusive<u32> = 1_000..=768_000;
+
 /// Why an audio file could not be read. Every variant names the file.
 #[derive(Debug, thiserror::Error)]
 pub enum AudioError {
@@ -43,6 +56,34 @@ pub enum AudioError {
     Empty {
         /// The audio file.
         path: PathBuf,
+    },
+    /// The file decodes to more than [`MAX_SAMPLES`] samples.
+    #[error("{path}: more than {max} samples at {rate} Hz ({hours:.1} hours); split the file", hours = *max as f64 / f64::from((*rate).max(1)) / 3600.0)]
+    TooLong {
+        /// The audio file.
+        path: PathBuf,
+        /// The file's sample rate.
+        rate: u32,
+        /// The limit, [`MAX_SAMPLES`].
+        max: usize,
+    },
+    /// A sample is not finite or exceeds [`MAX_MAGNITUDE`].
+    #[error("{path}: sample {index} is {value}, outside -1000..=1000 (damaged float data?)")]
+    BadSample {
+        /// The audio file.
+        path: PathBuf,
+        /// The sample's index (mono, at the file's rate).
+        index: usize,
+        /// Its value.
+        value: f32,
+    },
+    /// The file declares a sample rate outside [`SAMPLE_RATES`].
+    #[error("{path}: sample rate {rate} Hz is outside 1000..=768000 Hz (damaged header?)")]
+    SampleRate {
+        /// The audio file.
+        path: PathBuf,
+        /// The declared rate.
+        rate: u32,
     },
     /// Resampling failed.
     #[error("{path}: cannot resample from {from} Hz: {reason}")]
@@ -100,7 +141,29 @@ pub fn bytes_16k(bytes: Vec<u8>, name: &Path) -> Result<Vec<f32>, AudioError> {
     to_16k(decode_bytes(bytes, name)?, name)
 }
 
+/// [`decode_unguarded`], with a panic inside the decoders (symphonia panics on
+/// some damaged headers, such as a WAV sample rate of 0) reported as a damaged file.
 fn decode_source(
+    source: Box<dyn symphonia::core::io::MediaSource>,
+    path: &Path,
+) -> Result<Audio, AudioError> {
+    let guarded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        decode_unguarded(source, path)
+    }));
+    guarded.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Err(unsupported(
+            path,
+            format!("the decoder failed on damaged data: {what}"),
+        ))
+    })
+}
+
+fn decode_unguarded(
     source: Box<dyn symphonia::core::io::MediaSource>,
     path: &Path,
 ) -> Result<Audio, AudioError> {
@@ -148,6 +211,12 @@ fn decode_source(
             Err(e) => return Err(unsupported(path, e)),
         };
         let spec = *decoded.spec();
+        if !SAMPLE_RATES.contains(&spec.rate) {
+            return Err(AudioError::SampleRate {
+                path: path.to_path_buf(),
+                rate: spec.rate,
+            });
+        }
         sample_rate = Some(spec.rate);
         let channels = spec.channels.count().max(1);
         let frames = decoded.capacity() as u64;
@@ -156,9 +225,27 @@ fn decode_source(
             _ => buf.insert(SampleBuffer::new(frames, spec)),
         };
         sb.copy_interleaved_ref(decoded);
+        // Checked before the samples are added, so the buffer never grows past the limit.
+        if samples.len() + sb.samples().len() / channels > MAX_SAMPLES {
+            return Err(AudioError::TooLong {
+                path: path.to_path_buf(),
+                rate: spec.rate,
+                max: MAX_SAMPLES,
+            });
+        }
         mix_into(sb.samples(), channels, &mut samples);
     }
     let sample_rate = sample_rate.ok_or_else(|| unsupported(path, "unknown sample rate"))?;
+    if let Some(index) = samples
+        .iter()
+        .position(|x| !x.is_finite() || x.abs() > MAX_MAGNITUDE)
+    {
+        return Err(AudioError::BadSample {
+            path: path.to_path_buf(),
+            index,
+            value: samples[index],
+        });
+    }
     if samples.is_empty() {
         return Err(AudioError::Empty {
             path: path.to_path_buf(),
@@ -186,11 +273,21 @@ fn mix_into(interleaved: &[f32], channels: usize, out: &mut Vec<f32>) {
 
 /// Resamples mono `samples` from `from` Hz to `to` Hz with rubato's FFT resampler
 /// (band-limited); the output has `ceil(len * to / from)` samples, delay removed.
+/// Rates outside [`SAMPLE_RATES`] and outputs over [`MAX_SAMPLES`] are errors.
 pub fn resample(samples: &[f32], from: u32, to: u32) -> Result<Vec<f32>, String> {
     if from == to || samples.is_empty() {
         return Ok(samples.to_vec());
     }
-    let want = (samples.len() as u64 * u64::from(to)).div_ceil(u64::from(from)) as usize;
+    for rate in [from, to] {
+        if !SAMPLE_RATES.contains(&rate) {
+            return Err(format!("rate {rate} Hz is outside 1000..=768000 Hz"));
+        }
+    }
+    let want = (samples.len() as u64 * u64::from(to)).div_ceil(u64::from(from));
+    let want = usize::try_from(want)
+        .ok()
+        .filter(|&w| w <= MAX_SAMPLES)
+        .ok_or_else(|| format!("{want} output samples, more than {MAX_SAMPLES}"))?;
     let chunk = 1024;
     let mut r = FftFixedIn::<f32>::new(from as usize, to as usize, chunk, 2, 1)
         .map_err(|e| e.to_string())?;

@@ -872,9 +872,15 @@ impl Op {
                 if scales.len() != x.len() || scales.contains(&0) {
                     return Err(mismatch(self, x, scales));
                 }
-                Ok(vec![f32_out(
-                    x.iter().zip(scales).map(|(&d, &s)| d * s).collect(),
-                )])
+                let out: Option<Vec<usize>> = x
+                    .iter()
+                    .zip(scales)
+                    .map(|(&d, &s)| d.checked_mul(s))
+                    .collect();
+                match out {
+                    Some(out) => Ok(vec![f32_out(out)]),
+                    None => Err(mismatch(self, x, scales)),
+                }
             }
             Op::Argmax => {
                 arity(1, 1)?;

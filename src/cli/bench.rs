@@ -1,7 +1,7 @@
 //! `cyb-llm bench MODEL`: prompt (ppN) and generation (tgN) throughput per
 //! backend and path, in llama-bench's shape (`cyb_llm::bench`).
 
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendConfig;
 use cyb_llm::bench::{all_backends, BenchOptions, BenchPath, BenchRow};
@@ -24,6 +24,8 @@ pub enum Output {
 pub struct BenchArgs {
     /// The .model file (a text generator), or a GGUF file / Hugging Face folder (imported once into the cache).
     model: PathBuf,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// Backends, comma-separated (`cpu,wgpu`), `auto`, or `all`.
     #[arg(long, default_value = "auto")]
     backend: String,
@@ -122,7 +124,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
         n_gen: a.n_gen,
         reps: a.reps as usize,
     };
-    let rows = cyb_llm::bench::run(&resolve_model_source(&a.model)?, &opts, |why| {
+    let rows = cyb_llm::bench::run(&a.verify.resolve(&a.model)?, &opts, |why| {
         eprintln!("bench: skipped {why}")
     })?;
     if rows.is_empty() {

@@ -4,7 +4,7 @@
 //! one `.npy` with `--raw`.
 
 use super::npy::{read_f32, write_f32};
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::{terminal_progress, CmdResult};
 use cyb_llm::backend::{BackendChoice, BackendConfig};
 use cyb_llm::diffusion::{image, DiffusionModel, DiffusionOptions, DiffusionRequest, NoiseInput};
@@ -15,6 +15,8 @@ use std::process::ExitCode;
 pub struct DiffuseArgs {
     /// The .model file (a denoiser imported with `cyb-llm import MODEL.onnx --sampler ...`).
     model: PathBuf,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// Class label(s): one for every sample, or one per sample (default: random, from the seed).
     #[arg(long = "label", value_delimiter = ',', allow_hyphen_values = true)]
     labels: Vec<i64>,
@@ -69,7 +71,7 @@ fn writable_dir(dir: &Path) -> Result<(), String> {
 }
 
 pub fn run(a: DiffuseArgs) -> CmdResult {
-    let file = resolve_model_source(&a.model)?;
+    let file = a.verify.resolve(&a.model)?;
     writable_dir(&a.output_dir)?;
     if let Some(raw) = &a.raw {
         let parent = raw.parent().filter(|p| !p.as_os_str().is_empty());

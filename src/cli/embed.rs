@@ -1,7 +1,7 @@
 //! `cyb-llm embed MODEL [--text T]... [--file F]`: sentence embeddings, one
 //! text per line (stdin when neither is given), as json / jsonl / tsv.
 
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
 use cyb_llm::encode::input::TextSource;
@@ -33,6 +33,8 @@ pub enum Format {
 pub struct InputArgs {
     /// The .model file (a BertStyle encoder), or a Hugging Face folder (imported once into the cache).
     pub model: PathBuf,
+    #[command(flatten)]
+    pub verify: VerifyArg,
     /// A text to process (repeatable).
     #[arg(long = "text", value_name = "TEXT")]
     pub texts: Vec<String>,
@@ -98,7 +100,7 @@ impl InputArgs {
 
     /// Loads the model and binds it to the chosen backends; returns the load time too.
     pub fn encoder(&self) -> Result<(Encoder, f64), Box<dyn std::error::Error>> {
-        let file = resolve_model_source(&self.model)?;
+        let file = self.verify.resolve(&self.model)?;
         let start = Instant::now();
         let model = cyb_llm::load(file)?;
         let path = self.model.display().to_string();

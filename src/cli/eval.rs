@@ -4,7 +4,7 @@
 //! `DIR/<output name>.npy`.
 
 use super::npy::{read_f32, write_f32};
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Tensor};
 use cyb_llm::graph::{GraphModel, GraphOptions};
@@ -17,6 +17,8 @@ use std::time::Instant;
 pub struct EvalArgs {
     /// The .model file (or an .onnx file, imported once into the cache).
     model: PathBuf,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// A graph input: `NAME=FILE.npy` (f32, C order), once per input.
     #[arg(short, long = "input", value_name = "NAME=FILE.npy")]
     inputs: Vec<String>,
@@ -61,7 +63,7 @@ fn file_stem(name: &str) -> String {
 }
 
 pub fn run(a: EvalArgs) -> CmdResult {
-    let file = resolve_model_source(&a.model)?;
+    let file = a.verify.resolve(&a.model)?;
     let start = Instant::now();
     let model = Arc::new(cyb_llm::load(&file)?);
     let what = a.model.display().to_string();

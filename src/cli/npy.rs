@@ -17,16 +17,39 @@ pub fn read_f32(what: &str, path: &Path) -> Result<(Vec<usize>, Vec<f32>), Strin
         ));
     }
     let dtype = npy.dtype().descr();
-    let shape: Vec<usize> = npy.shape().iter().map(|&d| d as usize).collect();
+    let shape: Vec<usize> = npy
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).unwrap_or(usize::MAX))
+        .collect();
     if dtype != "'<f4'" {
         return Err(format!(
             "{what}: {} holds {dtype} values; f32 (<f4) is needed: convert with .astype(numpy.float32)",
             path.display()
         ));
     }
+    // The header's shape is a claim: checked against the bytes present before reading.
+    let values = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+    if values
+        .and_then(|n| n.checked_mul(4))
+        .is_none_or(|b| b > bytes.len())
+    {
+        return Err(format!(
+            "{what}: {} claims shape {shape:?}, more f32 values than its {} bytes hold (truncated or damaged file)",
+            path.display(),
+            bytes.len()
+        ));
+    }
     let data = npy
         .into_vec::<f32>()
         .map_err(|e| format!("{what}: {}: {e}", path.display()))?;
+    if Some(data.len()) != values {
+        return Err(format!(
+            "{what}: {} holds {} values, its shape {shape:?} says otherwise (truncated or damaged file)",
+            path.display(),
+            data.len()
+        ));
+    }
     Ok((shape, data))
 }
 

@@ -4,7 +4,7 @@
 //! `--kl-divergence FILE` scores this run against them.
 
 use super::run::PathChoice;
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::error::ExecutionError;
@@ -22,6 +22,8 @@ use std::time::Instant;
 pub struct PerplexityArgs {
     /// The text generator: a .model file, or a GGUF file / Hugging Face folder (imported once into the cache).
     model: PathBuf,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// The text to score (UTF-8).
     #[arg(short = 'f', long, required_unless_present = "kl_divergence")]
     file: Option<PathBuf>,
@@ -119,7 +121,7 @@ fn print_kld(out: &mut dyn Write, k: &KldReport) -> std::io::Result<()> {
 
 /// Runs `cyb-llm perplexity`.
 pub fn run(a: PerplexityArgs) -> CmdResult {
-    let file = resolve_model_source(&a.model)?;
+    let file = a.verify.resolve(&a.model)?;
     let text = match &a.file {
         Some(f) => Some(
             std::fs::read_to_string(f)

@@ -2,7 +2,7 @@
 //! to stdout; `--json` prints one JSON document with text and timings.
 //! The generation flags are shared with `chat`.
 
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::generate::{
@@ -86,6 +86,8 @@ impl From<PathChoice> for cyb_llm::graph::PathChoice {
 pub struct GenArgs {
     /// The .model file (a text generator), or a GGUF file / Hugging Face folder (imported once into the cache).
     pub model: PathBuf,
+    #[command(flatten)]
+    pub verify: VerifyArg,
     /// Tokens to generate (default: until a stop, capped by the context).
     #[arg(short = 'n', long = "max-tokens", alias = "n-predict")]
     pub max_tokens: Option<usize>,
@@ -165,7 +167,7 @@ impl GenArgs {
         if let Some(t) = self.threads {
             opts.threads = t as usize;
         }
-        Ok(TextModel::load(resolve_model_source(&self.model)?, &opts)?)
+        Ok(TextModel::load(self.verify.resolve(&self.model)?, &opts)?)
     }
 
     /// Sampling: flags over the model's `[sampling]` over llama.cpp's defaults.

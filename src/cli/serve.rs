@@ -2,7 +2,7 @@
 //! [--api-key KEY] [--alias NAME=FILE]`: an OpenAI-compatible HTTP server for
 //! every model given (text, embeddings, speech); exits 0 on SIGTERM / SIGINT.
 
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig};
 use cyb_llm::serve::{Limits, LoadSettings, ModelFile, ServeOptions};
@@ -16,6 +16,8 @@ use std::time::Duration;
 pub struct ServeArgs {
     /// Models to serve: .model files (or GGUF / Hugging Face / CTranslate2 sources, imported once into the cache). Id = the file stem.
     models: Vec<PathBuf>,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// Serve FILE under the id NAME (repeatable; FILE may also be listed as a model).
     #[arg(long = "alias", value_name = "NAME=FILE", value_parser = parse_alias)]
     aliases: Vec<(String, PathBuf)>,
@@ -98,7 +100,7 @@ fn model_files(a: &ServeArgs) -> Result<Vec<ModelFile>, Box<dyn std::error::Erro
         }
         files.push(ModelFile {
             id,
-            path: resolve_model_source(&source)?,
+            path: a.verify.resolve(&source)?,
         });
     }
     Ok(files)

@@ -3,7 +3,7 @@
 //! load for the whole batch; a bad file is reported and the batch goes on; exit 1
 //! if any file failed, after a summary line.
 
-use super::source::resolve_model_source;
+use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
 use cyb_llm::transcribe::format::{render, Format};
@@ -17,6 +17,8 @@ use std::time::Instant;
 pub struct TranscribeArgs {
     /// A WhisperStyle .model file, or a CTranslate2 / Hugging Face Whisper folder (imported once into the cache).
     model: PathBuf,
+    #[command(flatten)]
+    verify: VerifyArg,
     /// Audio files (wav, flac, mp3, ogg; any sample rate and channel count).
     audio: Vec<PathBuf>,
     /// Read more paths from LIST, one per line (`-` = stdin).
@@ -100,7 +102,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("{}: cannot create: {e}", dir.display()))?;
     }
-    let file = resolve_model_source(&a.model)?;
+    let file = a.verify.resolve(&a.model)?;
     let started = Instant::now();
     let mut opts = SpeechOptions {
         backend: BackendChoice::parse(&a.backend)?,

@@ -258,6 +258,11 @@ impl ChatTemplate {
     }
 }
 
+/// Template instructions one render may run (minijinja's fuel): real templates
+/// take a few hundred per message, so a conversation of 100 000 messages still fits,
+/// while a hostile template's nested loops stop with an error instead of hanging.
+pub const TEMPLATE_FUEL: u64 = 50_000_000;
+
 fn render_jinja(
     source: &str,
     messages: &[Message],
@@ -277,6 +282,7 @@ fn render_jinja(
         s
     };
     let mut env = minijinja::Environment::new();
+    env.set_fuel(Some(TEMPLATE_FUEL));
     minijinja_contrib::add_to_environment(&mut env);
     env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
     env.add_function(
@@ -373,6 +379,24 @@ mod tests {
             bos: "<s>".into(),
             eos: "</s>".into(),
         }
+    }
+
+    #[test]
+    fn a_template_looping_10_billion_times_runs_out_of_fuel() {
+        let t = jinja(
+            "{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}",
+        );
+        let started = std::time::Instant::now();
+        let e = t.render(&[Message::new("user", "hi")], true).unwrap_err();
+        assert!(e.to_string().contains("fuel"), "{e}");
+        assert!(started.elapsed().as_secs() < 20);
+        // A long real conversation stays within the fuel.
+        let t = jinja("{% for m in messages %}<|{{ m.role }}|>{{ m.content }}</s>{% endfor %}");
+        let many = vec![Message::new("user", "hi"); 20_000];
+        assert_eq!(
+            t.render(&many, false).unwrap().len(),
+            20_000 * "<|user|>hi</s>".len()
+        );
     }
 
     #[test]

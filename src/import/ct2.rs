@@ -218,11 +218,11 @@ fn split(path: &Path, v: &Variable, names: &[String]) -> Result<Vec<Mapped>, Imp
 
 fn scalar_int(bytes: &[u8], m: &Ct2Model, name: &str) -> Option<i64> {
     let v = m.get(name)?;
-    let b = &bytes[v.data.clone()];
+    let b = bytes.get(v.data.clone())?;
     Some(match v.dtype {
-        Ct2Type::I8 => i64::from(b[0] as i8),
-        Ct2Type::I16 => i64::from(i16::from_le_bytes([b[0], b[1]])),
-        Ct2Type::I32 => i64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
+        Ct2Type::I8 => i64::from(*b.first()? as i8),
+        Ct2Type::I16 => i64::from(i16::from_le_bytes(b.get(..2)?.try_into().ok()?)),
+        Ct2Type::I32 => i64::from(i32::from_le_bytes(b.get(..4)?.try_into().ok()?)),
         _ => return None,
     })
 }
@@ -307,14 +307,21 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
                 hint: " (a WhisperSpec variable is missing)".into(),
             })
     };
-    let emb = shape_of("model.decoder.embed_tokens.weight")?;
-    let (n_vocab, d_model) = (emb[0], emb[1]);
-    let conv1 = shape_of("model.encoder.conv1.weight")?;
-    let n_mels = conv1[1];
-    let n_audio_ctx = shape_of("model.encoder.embed_positions.weight")?[0];
-    let n_text_ctx = shape_of("model.decoder.embed_positions.weight")?[0];
-    let ffn = shape_of("model.decoder.layers.0.fc1.weight")?[0];
-    let enc_ffn = shape_of("model.encoder.layers.0.fc1.weight")?[0];
+    let dim = |name: &str, axis: usize| {
+        shape_of(name)?.get(axis).copied().ok_or_else(|| {
+            format_err(
+                &bin,
+                format!("variable `{name}` has fewer than {} dimensions", axis + 1),
+            )
+        })
+    };
+    let emb = "model.decoder.embed_tokens.weight";
+    let (n_vocab, d_model) = (dim(emb, 0)?, dim(emb, 1)?);
+    let n_mels = dim("model.encoder.conv1.weight", 1)?;
+    let n_audio_ctx = dim("model.encoder.embed_positions.weight", 0)?;
+    let n_text_ctx = dim("model.decoder.embed_positions.weight", 0)?;
+    let ffn = dim("model.decoder.layers.0.fc1.weight", 0)?;
+    let enc_ffn = dim("model.encoder.layers.0.fc1.weight", 0)?;
     let head_count = |tower: &str| {
         scalar_int(bytes, &m, &format!("{tower}/num_heads"))
             .filter(|&h| h > 0)

@@ -510,14 +510,15 @@ fn split_rows<'a>(
     data: &'a [u8],
     parts: &[(String, usize)],
 ) -> Result<Vec<Planned<'a>>, ImportError> {
-    let total: usize = parts.iter().map(|p| p.1).sum();
+    let total = parts.iter().try_fold(0usize, |a, p| a.checked_add(p.1));
     let outer = t.shape[0];
-    if outer != total {
+    if total != Some(outer) {
         return Err(format_err(
             path,
             format!(
-                "fused tensor `{}` has {outer} rows, expected {total} to split it",
-                t.name
+                "fused tensor `{}` has {outer} rows, expected {} to split it",
+                t.name,
+                total.map_or("more than addressable".to_string(), |n| n.to_string())
             ),
         ));
     }
@@ -529,7 +530,10 @@ fn split_rows<'a>(
     let mut at = 0;
     let mut out = Vec::with_capacity(parts.len());
     for (name, rows) in parts {
-        let len = rows * row_bytes;
+        let len = rows
+            .checked_mul(row_bytes)
+            .filter(|&l| at + l <= data.len())
+            .ok_or_else(|| format_err(path, format!("tensor `{}`: bad row size", t.name)))?;
         let mut shape = vec![*rows];
         shape.extend(&inner);
         out.push(Planned {
@@ -583,6 +587,16 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     let key = |k: &str| format!("{arch}.{k}");
     let hidden = meta.usize_req(&key("embedding_length"))?;
     let layers = meta.usize_req(&key("block_count"))?;
+    if layers > all.len() {
+        return Err(format_err(
+            &first.path,
+            format!(
+                "`{}` = {layers}, but the file holds only {} tensors (each layer needs several)",
+                key("block_count"),
+                all.len()
+            ),
+        ));
+    }
     let heads = meta.usize_req(&key("attention.head_count"))?;
     let kv_heads = meta
         .usize_opt(&key("attention.head_count_kv"))?
@@ -596,6 +610,16 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     let embd = find("token_embd.weight")
         .ok_or_else(|| format_err(&first.path, "tensor `token_embd.weight` is missing"))?;
     let vocab_size = embd.shape[0];
+    if embd.shape.get(1) != Some(&hidden) {
+        return Err(format_err(
+            &first.path,
+            format!(
+                "`{}` = {hidden}, but token_embd.weight has shape {:?} (damaged metadata?)",
+                key("embedding_length"),
+                embd.shape
+            ),
+        ));
+    }
 
     let mut tensors: Vec<Planned> = Vec::with_capacity(all.len());
     for (part, t) in &all {
@@ -617,7 +641,15 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
                     prefix.replacen("blk.", "model.layers.", 1)
                 )
             };
-            let (q, kv) = (heads * head_dim, kv_heads * head_dim);
+            let rows = |n: usize| {
+                n.checked_mul(head_dim).ok_or_else(|| {
+                    format_err(
+                        &part.path,
+                        format!("`{}` = {head_dim} overflows", key("attention.key_length")),
+                    )
+                })
+            };
+            let (q, kv) = (rows(heads)?, rows(kv_heads)?);
             let split = [(canon("q"), q), (canon("k"), kv), (canon("v"), kv)];
             tensors.extend(split_rows(&part.path, t, dtype, data, &split)?);
             continue;

@@ -30,6 +30,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     let shards = weights::Shards::open(source)?;
     let tensors = shards.tensors()?;
     let plan = weights::plan(&tensors, &arch)?;
+    weights::check_counts(&plan, &arch, &cfg_path)?;
 
     let tok = tokenizer::read(source, &cfg, arch.vocab_size)?;
     let mut architecture = arch.architecture;

@@ -114,10 +114,20 @@ pub fn import_as(
             reason: "diffusion samplers (--sampler, --config) apply to ONNX denoisers only".into(),
         });
     }
-    match kind {
+    let imported = match kind {
         SourceKind::Gguf => gguf::import(source, out, opts),
         SourceKind::HuggingFace => hf::import(source, out, opts),
         SourceKind::Ct2 => ct2::import(source, out, opts),
         SourceKind::Onnx => onnx::import(source, out, opts),
-    }
+    };
+    // The written file's check names a temporary file; the fault is the source's.
+    imported.map_err(|e| match e {
+        ImportError::Verify(err) => ImportError::Format {
+            path: source.to_path_buf(),
+            reason: format!(
+                "its metadata contradicts its tensors, so the imported model does not load: {err}"
+            ),
+        },
+        e => e,
+    })
 }

@@ -59,6 +59,27 @@ fn need(v: Option<usize>, field: &str) -> Result<usize, ConfigProblem> {
     })
 }
 
+/// A layer count of the config (`field`), required > 0 and at most the number of
+/// tensors the file holds (every layer needs several), so a config that claims
+/// billions of layers is an error before the list of required tensors is built.
+fn layer_count(
+    v: Option<usize>,
+    field: &str,
+    tensors: &TensorIndex,
+) -> Result<usize, ConfigProblem> {
+    let n = need(v, field)?;
+    if n > tensors.len() {
+        return Err((
+            format!("architecture.{field}"),
+            format!(
+                "{n} layers, but the file holds only {} tensors (each layer needs several); re-import the model",
+                tensors.len()
+            ),
+        ));
+    }
+    Ok(n)
+}
+
 fn push(list: &mut Vec<RequiredTensor>, name: String, shape: Vec<usize>, mandatory: bool) {
     list.push(RequiredTensor {
         name,
@@ -76,8 +97,8 @@ pub fn required_tensors(
 ) -> Result<Vec<RequiredTensor>, ConfigProblem> {
     match family {
         Family::LlamaStyle => llama_tensors(config, tensors),
-        Family::BertStyle => bert_tensors(config),
-        Family::WhisperStyle => whisper_tensors(config),
+        Family::BertStyle => bert_tensors(config, tensors),
+        Family::WhisperStyle => whisper_tensors(config, tensors),
     }
 }
 
@@ -99,7 +120,7 @@ fn llama_tensors(
         ));
     }
     let head_dim = need(a.head_dim(), "head_dim")?;
-    let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
+    let layers = layer_count(a.num_hidden_layers, "num_hidden_layers", tensors)?;
     let inter = need(a.intermediate_size, "intermediate_size")?;
     let vocab = need(a.vocab_size, "vocab_size")?;
     let sandwich =
@@ -215,11 +236,14 @@ fn llama_tensors(
 }
 
 /// BERT names (DistilBERT's for `distilbert`, see [`layer_names`]).
-fn bert_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
+fn bert_tensors(
+    config: &Config,
+    tensors: &TensorIndex,
+) -> Result<Vec<RequiredTensor>, ConfigProblem> {
     let a = &config.architecture;
     let hidden = need(a.hidden_size, "hidden_size")?;
     need(a.num_attention_heads, "num_attention_heads")?;
-    let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
+    let layers = layer_count(a.num_hidden_layers, "num_hidden_layers", tensors)?;
     let inter = need(a.intermediate_size, "intermediate_size")?;
     let vocab = need(a.vocab_size, "vocab_size")?;
     let max_pos = need(a.max_position_embeddings, "max_position_embeddings")?;
@@ -287,16 +311,23 @@ fn extra_usize(config: &Config, key: &str) -> Option<usize> {
 
 /// Hugging Face Whisper names; the `k_proj` biases are optional (Whisper has none;
 /// CTranslate2 imports carry its zero filler).
-fn whisper_tensors(config: &Config) -> Result<Vec<RequiredTensor>, ConfigProblem> {
+fn whisper_tensors(
+    config: &Config,
+    tensors: &TensorIndex,
+) -> Result<Vec<RequiredTensor>, ConfigProblem> {
     let a = &config.architecture;
     let d = need(a.hidden_size, "hidden_size")?;
     need(a.num_attention_heads, "num_attention_heads")?;
-    let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
+    let layers = layer_count(a.num_hidden_layers, "num_hidden_layers", tensors)?;
     let ffn = need(a.intermediate_size, "intermediate_size")?;
     let vocab = need(a.vocab_size, "vocab_size")?;
     let text_ctx = need(a.max_position_embeddings, "max_position_embeddings")?;
     let n_mels = need(extra_usize(config, "n_mels"), "n_mels")?;
-    let enc_layers = need(extra_usize(config, "encoder_layers"), "encoder_layers")?;
+    let enc_layers = layer_count(
+        extra_usize(config, "encoder_layers"),
+        "encoder_layers",
+        tensors,
+    )?;
     need(
         extra_usize(config, "encoder_attention_heads"),
         "encoder_attention_heads",

@@ -141,6 +141,10 @@ fn scale_inv_freq(config: &Config, inv_freq: &mut [f64]) -> Result<(), Execution
     Ok(())
 }
 
+/// Largest head dimension accepted (real models use 64 to 256; the RoPE tables
+/// are sized by it before any tensor is checked against the config).
+pub const MAX_HEAD_DIM: usize = 1 << 16;
+
 impl LlamaConfig {
     /// Reads and checks the LlamaStyle keys of `config`.
     pub fn from_config(config: &Config) -> Result<LlamaConfig, ExecutionError> {
@@ -161,6 +165,12 @@ impl LlamaConfig {
             ));
         }
         let head_dim = need(a.head_dim(), "head_dim")?;
+        if head_dim > MAX_HEAD_DIM {
+            return Err(invalid(
+                "architecture.head_dim",
+                format!("{head_dim} is more than {MAX_HEAD_DIM} (damaged config?)"),
+            ));
+        }
         let layers = need(a.num_hidden_layers, "num_hidden_layers")?;
         let intermediate = need(a.intermediate_size, "intermediate_size")?;
         let vocab = need(a.vocab_size, "vocab_size")?;

@@ -10,6 +10,10 @@ use std::collections::BTreeMap;
 const MAX_DIMS: u32 = 4;
 /// Deepest nesting of metadata arrays accepted.
 const MAX_ARRAY_DEPTH: usize = 3;
+/// Most items of one metadata array (the largest real vocabularies and merge
+/// lists have under a million). Each parsed item takes 32 bytes however small
+/// its encoding, so a file of N bytes could otherwise ask for 32 N bytes.
+pub const MAX_ARRAY_ITEMS: usize = 1 << 24;
 
 /// One metadata value.
 #[derive(Debug, Clone, PartialEq)]
@@ -282,6 +286,11 @@ impl<'a> Cursor<'a> {
                     t => return Err(format!("{what}: unknown array element type {t}")),
                 };
                 let n = self.count(min_each, what)?;
+                if n > MAX_ARRAY_ITEMS {
+                    return Err(format!(
+                        "{what}: an array of {n} items, more than the {MAX_ARRAY_ITEMS} this reader accepts (damaged file?)"
+                    ));
+                }
                 let mut items = Vec::with_capacity(n);
                 for _ in 0..n {
                     items.push(self.value(elem, depth + 1, what)?);
@@ -470,5 +479,17 @@ mod tests {
         b.extend(4u32.to_le_bytes());
         b.extend((1u64 << 60).to_le_bytes());
         assert!(parse(&b).unwrap_err().contains("value of `k`"));
+        // Bytes present for every item, but more items than the reader accepts.
+        let mut b = header(0, 1);
+        push_str(&mut b, "big");
+        b.extend(9u32.to_le_bytes());
+        b.extend(0u32.to_le_bytes());
+        b.extend(((MAX_ARRAY_ITEMS + 1) as u64).to_le_bytes());
+        b.resize(b.len() + MAX_ARRAY_ITEMS + 1, 0);
+        let e = parse(&b).unwrap_err();
+        assert!(
+            e.contains("value of `big`") && e.contains("16777217 items"),
+            "{e}"
+        );
     }
 }

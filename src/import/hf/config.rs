@@ -160,6 +160,17 @@ fn llama(cfg: &Json, model_type: &str, source_type: &str) -> Result<Arch, Import
             ))
         }
     };
+    let q_rows = heads
+        .checked_mul(head_dim)
+        .filter(|&r| r > 0 && r.checked_mul(3).is_some())
+        .ok_or_else(|| {
+            cfg.bad(
+                "head_dim",
+                &format!(
+                    "a positive integer whose product with num_attention_heads ({heads}) fits"
+                ),
+            )
+        })?;
     let (theta, local_theta) = rope_thetas(cfg, if gemma { 1_000_000.0 } else { 10_000.0 })?;
     let act_key = if gemma && cfg.get("hidden_activation").is_some() {
         "hidden_activation"
@@ -254,7 +265,7 @@ fn llama(cfg: &Json, model_type: &str, source_type: &str) -> Result<Arch, Import
         architecture: a,
         vocab_size: vocab,
         gemma_norms: gemma,
-        q_rows: heads * head_dim,
+        q_rows,
         kv_rows: kv_heads * head_dim,
         ffn_rows: inter,
         tie_declared: tie,

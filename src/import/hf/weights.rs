@@ -205,6 +205,49 @@ impl Shards {
     }
 }
 
+/// Checks the counts of `config.json` (`config_json`) that size work before the
+/// written file is validated: the layer count against the number of tensors
+/// (each layer has several; the graph section is written per layer) and the
+/// token embedding's rows against `arch.vocab_size` (the tokenizer's tables).
+/// A config that claims more than the weights hold is an error naming both.
+pub fn check_counts(plan: &Plan<'_>, arch: &Arch, config_json: &Path) -> Result<(), ImportError> {
+    let layers = arch.architecture.num_hidden_layers.unwrap_or(0);
+    if layers > plan.tensors.len() {
+        return Err(format(
+            config_json,
+            format!(
+                "num_hidden_layers is {layers}, but the weights hold only {} tensors (fix num_hidden_layers or re-download the weights)",
+                plan.tensors.len()
+            ),
+        ));
+    }
+    let name = match arch.family {
+        Kind::Llama => "model.embed_tokens.weight",
+        Kind::Bert => "embeddings.word_embeddings.weight",
+    };
+    let rows = plan
+        .tensors
+        .iter()
+        .find(|t| t.name == name)
+        .map(|t| (t.file, t.shape.first().copied()));
+    match rows {
+        Some((_, Some(r))) if r == arch.vocab_size => Ok(()),
+        Some((file, r)) => Err(format(
+            config_json,
+            format!(
+                "vocab_size is {}, but the token embedding `{name}` in {} has {} rows (fix vocab_size or re-download the weights)",
+                arch.vocab_size,
+                file.display(),
+                r.map_or("no".to_string(), |r| r.to_string())
+            ),
+        )),
+        None => Err(format(
+            config_json,
+            format!("the weights hold no token embedding `{name}` (vocab_size {}): re-download the model", arch.vocab_size),
+        )),
+    }
+}
+
 /// Non-parameter buffers that PyTorch checkpoints sometimes carry.
 fn is_buffer(name: &str) -> bool {
     name.ends_with(".position_ids") || name.ends_with("rotary_emb.inv_freq")
@@ -266,16 +309,19 @@ fn split<'a>(
     fused: &str,
     parts: &[(&str, usize)],
 ) -> Result<Vec<Planned<'a>>, ImportError> {
-    let total: usize = parts.iter().map(|p| p.1).sum();
-    if t.shape.first() != Some(&total) || t.dtype.is_quantized() {
+    let total = parts.iter().try_fold(0usize, |a, p| a.checked_add(p.1));
+    let fits = |n: usize| n > 0 && t.shape.first() == Some(&n) && !t.dtype.is_quantized();
+    let Some(total) = total.filter(|&n| fits(n)) else {
         return Err(format(
             t.file,
             format!(
-                "fused tensor `{}` has shape {:?}; the config implies {total} rows",
-                t.name, t.shape
+                "fused tensor `{}` has shape {:?}; the config implies {} rows",
+                t.name,
+                t.shape,
+                total.map_or("too many".to_string(), |n| n.to_string())
             ),
         ));
-    }
+    };
     let row_bytes = t.data.len() / total;
     let mut at = 0;
     let mut out = Vec::new();

@@ -854,7 +854,11 @@ impl Translator {
                 let x = in0()?;
                 let shape = self.shape_of(x)?;
                 let axis = normalize_axis(n.int("axis", 0)?, shape.len())?;
-                let len = shape[axis].dim().ok_or("Split along a symbolic axis")?;
+                let len = shape
+                    .get(axis)
+                    .ok_or("Split axis beyond the input's rank")?
+                    .dim()
+                    .ok_or("Split along a symbolic axis")?;
                 let sizes: Vec<usize> = match n.input(1) {
                     Some(s) => self
                         .known_ints(s)?
@@ -907,7 +911,7 @@ impl Translator {
                 let two = |v: Option<Vec<i64>>, d: i64| -> [usize; 2] {
                     let v = v.unwrap_or(vec![d, d]);
                     [
-                        v[0].max(0) as usize,
+                        v.first().copied().unwrap_or(d).max(0) as usize,
                         v.get(1).copied().unwrap_or(d).max(0) as usize,
                     ]
                 };
@@ -933,6 +937,14 @@ impl Translator {
                     Some(a) => self.known_ints(a)?,
                     None => (0..starts.len() as i64).collect(),
                 };
+                if starts.len() != axes.len() || ends.len() != axes.len() {
+                    return Err(format!(
+                        "Slice has {} starts and {} ends for {} axes",
+                        starts.len(),
+                        ends.len(),
+                        axes.len()
+                    ));
+                }
                 if let Some(s) = n.input(4) {
                     if self.known_ints(s)?.iter().any(|&s| s != 1) {
                         return Err("Slice with steps other than 1 is not supported yet".into());
@@ -960,7 +972,11 @@ impl Translator {
                 let mut cur = x.to_string();
                 for (k, &a) in axes.iter().enumerate() {
                     let axis = normalize_axis(a, shape.len())?;
-                    let len = shape[axis].dim().ok_or("Slice along a symbolic axis")?;
+                    let len = shape
+                        .get(axis)
+                        .ok_or("Slice axis beyond the input's rank")?
+                        .dim()
+                        .ok_or("Slice along a symbolic axis")?;
                     let end = ends[k].clamp(-(len as i64) - 1, len as i64);
                     let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
                     let next = if k + 1 == axes.len() {
