@@ -189,6 +189,15 @@ pub enum ImportError {
         /// What is wrong and what would fix it.
         reason: String,
     },
+    #[error("{path}: {field}: {reason}")]
+    Voice {
+        /// The voice's JSON config (`VOICE.onnx.json`).
+        path: PathBuf,
+        /// The JSON key at fault, or `(file)`.
+        field: String,
+        /// What is wrong and what would fix it.
+        reason: String,
+    },
     #[error("the written file does not load back: {0}")]
     Verify(#[from] LoadError),
 }

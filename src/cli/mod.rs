@@ -16,6 +16,7 @@ mod run;
 mod serve;
 mod shard;
 mod source;
+mod speak;
 mod transcribe;
 mod validate;
 
@@ -57,6 +58,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Generate images with a diffusion model (an imported ONNX denoiser with a sampler).
     Diffuse(diffuse::DiffuseArgs),
+    /// Text to speech with a Piper voice (one WAV, one per line, or raw PCM on stdout).
+    Speak(speak::SpeakArgs),
     /// Perplexity of a text model on a text (llama-perplexity's method), and KL divergence between runs.
     Perplexity(perplexity::PerplexityArgs),
     /// OpenAI-compatible HTTP server for text, embedding and speech models.
@@ -95,6 +98,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Graph(a) => graph::run(a),
         Command::Eval(a) => eval::run(a),
         Command::Diffuse(a) => diffuse::run(a),
+        Command::Speak(a) => speak::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
         Command::Perplexity(a) => perplexity::run(a),

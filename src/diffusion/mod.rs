@@ -197,7 +197,7 @@ impl DiffusionModel {
                 reason: format!(
                     "'{}' is not a diffusion model (its config has no [diffusion] section); {}",
                     model.config.model_type,
-                    command_for(&model)
+                    model.commands()
                 ),
             });
         };
@@ -519,17 +519,5 @@ impl DiffusionModel {
                     .collect()
             }
         })
-    }
-}
-
-/// The command for a model that has no `[diffusion]` section.
-fn command_for(model: &Model) -> String {
-    use crate::loader::Family;
-    match model.family {
-        Some(Family::LlamaStyle) => "use `cyb-llm run` or `cyb-llm chat`".into(),
-        Some(Family::BertStyle) => "use `cyb-llm embed` or `cyb-llm classify`".into(),
-        Some(Family::WhisperStyle) => "use `cyb-llm transcribe`".into(),
-        None if model.graph.is_some() => "run its graph with `cyb-llm eval`, or re-import the ONNX file with `cyb-llm import MODEL.onnx --sampler consistency|euler|ddim ...`".into(),
-        None => "use `cyb-llm inspect` to see what it is".into(),
     }
 }

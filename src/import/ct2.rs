@@ -464,7 +464,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             ..Default::default()
         }),
         sampling: None,
-        diffusion: None,
+        ..Default::default()
     };
     writer.set_config(&config)?;
     writer.set_section("vocab", vocab.to_toml());

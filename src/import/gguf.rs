@@ -834,7 +834,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         architecture,
         tokenizer: Some(tok.tokenizer),
         sampling: None,
-        diffusion: None,
+        ..Default::default()
     };
     writer.set_config(&config)?;
     writer.set_section("vocab", tok.vocab.to_toml());

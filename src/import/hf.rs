@@ -59,7 +59,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         architecture,
         tokenizer: Some(tok.config),
         sampling: tokenizer::sampling(source)?,
-        diffusion: None,
+        ..Default::default()
     };
     writer.set_config(&config)?;
     writer.set_section("vocab", tok.vocab.to_toml());

@@ -23,6 +23,9 @@ pub struct Config {
     /// `[diffusion]`: how `cyb-llm diffuse` drives the graph (a denoiser).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub diffusion: Option<DiffusionSection>,
+    /// `[tts]`: how `cyb-llm speak` turns text into the graph's inputs (a voice).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tts: Option<TtsSection>,
 }
 
 /// `[architecture]`: hyper-parameters of the primary tower. All optional here;
@@ -341,9 +344,9 @@ fn default_value_range() -> [f64; 2] {
     [-1.0, 1.0]
 }
 
-/// A `[diffusion]` key that does not fit the graph or the sampler.
+/// A `[diffusion]` or `[tts]` key that does not fit the graph (or the sampler).
 #[derive(Debug, Clone, PartialEq)]
-pub struct DiffusionMismatch {
+pub struct SectionMismatch {
     /// The key, as `diffusion.KEY`.
     pub field: String,
     /// What is wrong and what would fix it.
@@ -360,8 +363,8 @@ impl DiffusionSection {
         &self,
         inputs: &[crate::graph::ir::InputDecl],
         outputs: &[String],
-    ) -> Result<(), DiffusionMismatch> {
-        let bad = |field: &str, reason: String| DiffusionMismatch {
+    ) -> Result<(), SectionMismatch> {
+        let bad = |field: &str, reason: String| SectionMismatch {
             field: format!("diffusion.{field}"),
             reason,
         };
@@ -524,5 +527,108 @@ impl DiffusionSection {
                     .into(),
             )),
         }
+    }
+}
+
+/// `[tts]`: a Piper voice's frontend and synthesis defaults (its `VOICE.onnx.json`),
+/// stored beside the network's graph.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TtsSection {
+    /// Output sample rate in Hz.
+    pub sample_rate: u32,
+    /// `espeak` (espeak-ng IPA) or `text` (the text's code points after NFD).
+    pub phoneme_type: String,
+    /// espeak-ng voice name (`en-us`); empty for `text` voices.
+    #[serde(default)]
+    pub espeak_voice: String,
+    /// Phoneme symbol to its ids (usually one).
+    pub phoneme_id_map: std::collections::BTreeMap<String, Vec<i64>>,
+    /// Symbol runs merged into one symbol before the id lookup.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vowel_clusters: Vec<Vec<String>>,
+    /// Speakers the network was trained on.
+    pub num_speakers: u32,
+    /// Speaker name to id (empty for one-speaker voices).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub speaker_id_map: std::collections::BTreeMap<String, u32>,
+    /// Default scale of the prior's noise.
+    pub noise_scale: f32,
+    /// Default phoneme duration multiplier (above 1 is slower).
+    pub length_scale: f32,
+    /// Default scale of the duration predictor's noise.
+    pub noise_w: f32,
+}
+
+/// The graph inputs a Piper voice's network reads: phoneme ids, their count and
+/// the three scales; a multi-speaker voice also reads the speaker id.
+pub const TTS_INPUTS: [(&str, &str, usize); 3] = [
+    ("input", "i64", 2),
+    ("input_lengths", "i64", 1),
+    ("scales", "f32", 1),
+];
+/// The speaker-id input of a multi-speaker voice (i64 `[batch]`).
+pub const TTS_SPEAKER_INPUT: &str = "sid";
+/// The graph output holding the audio (`[batch, 1, 1, samples]` or alike).
+pub const TTS_OUTPUT: &str = "output";
+
+impl TtsSection {
+    /// Checks the section against the graph: the inputs of [`TTS_INPUTS`]
+    /// with their dtypes and ranks, `sid` exactly when the voice has several
+    /// speakers, no other input, and the output [`TTS_OUTPUT`].
+    pub fn check(
+        &self,
+        inputs: &[crate::graph::ir::InputDecl],
+        outputs: &[String],
+    ) -> Result<(), SectionMismatch> {
+        let bad = |field: &str, reason: String| SectionMismatch {
+            field: format!("tts.{field}"),
+            reason,
+        };
+        let names: Vec<&str> = inputs.iter().map(|d| d.name.as_str()).collect();
+        let speaker = (self.num_speakers > 1).then_some((TTS_SPEAKER_INPUT, "i64", 1));
+        for (name, dtype, rank) in TTS_INPUTS.into_iter().chain(speaker) {
+            let Some(d) = inputs.iter().find(|d| d.name == name) else {
+                return Err(bad(
+                    "inputs",
+                    format!(
+                        "a Piper voice's graph reads `{name}`; this graph's inputs: {}",
+                        names.join(", ")
+                    ),
+                ));
+            };
+            if d.dtype != dtype || d.shape.len() != rank {
+                return Err(bad(
+                    "inputs",
+                    format!(
+                        "input `{name}` is {} {:?}; a Piper voice feeds it {dtype} with {rank} dimensions",
+                        d.dtype, d.shape
+                    ),
+                ));
+            }
+        }
+        let known = |n: &str| {
+            TTS_INPUTS.iter().any(|(k, _, _)| *k == n)
+                || (self.num_speakers > 1 && n == TTS_SPEAKER_INPUT)
+        };
+        if let Some(extra) = names.iter().find(|n| !known(n)) {
+            return Err(bad(
+                "num_speakers",
+                format!(
+                    "graph input `{extra}` is not one a {}-speaker Piper voice feeds",
+                    self.num_speakers
+                ),
+            ));
+        }
+        if !outputs.iter().any(|o| o == TTS_OUTPUT) {
+            return Err(bad(
+                "output",
+                format!(
+                    "a Piper voice's graph returns `{TTS_OUTPUT}`; this graph's outputs: {}",
+                    outputs.join(", ")
+                ),
+            ));
+        }
+        Ok(())
     }
 }

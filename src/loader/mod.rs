@@ -62,6 +62,22 @@ pub struct Model {
     pub graph: Option<crate::graph::Graph>,
 }
 
+impl Model {
+    /// The `cyb-llm` commands that run this model, as advice for an error
+    /// that says a command was given the wrong kind of model.
+    pub fn commands(&self) -> String {
+        match self.family {
+            Some(Family::LlamaStyle) => "use `cyb-llm run` or `cyb-llm chat`".into(),
+            Some(Family::BertStyle) => "use `cyb-llm embed` or `cyb-llm classify`".into(),
+            Some(Family::WhisperStyle) => "use `cyb-llm transcribe`".into(),
+            None if self.config.tts.is_some() => "use `cyb-llm speak`".into(),
+            None if self.config.diffusion.is_some() => "use `cyb-llm diffuse`".into(),
+            None if self.graph.is_some() => "run its graph with `cyb-llm eval`, or re-import the ONNX file with `cyb-llm import MODEL.onnx --sampler consistency|euler|ddim ...` (a denoiser) or with its Piper `MODEL.onnx.json` beside it (a voice)".into(),
+            None => "use `cyb-llm inspect` to see what it is".into(),
+        }
+    }
+}
+
 impl std::fmt::Debug for Model {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Model")

@@ -1,13 +1,18 @@
-//! Text to speech: the text frontend of Piper voices.
+//! Text to speech with Piper voices: `phonemes = text_frontend(text); audio = model(phonemes)`.
 //!
-//! [`voice`] reads a voice's JSON config and applies Piper's phoneme-id rules;
-//! [`phonemize`] groups espeak-ng's clauses into sentences of phoneme symbols;
-//! [`espeak`] is the espeak-ng library, opened at run time.
+//! [`voice`] reads a voice's config (its JSON, or the `[tts]` section) and
+//! applies Piper's phoneme-id rules; [`phonemize`] groups espeak-ng's clauses
+//! into sentences of phoneme symbols; [`espeak`] is the espeak-ng library,
+//! opened at run time; [`synth`] runs the network on the graph path;
+//! [`wav`] writes the result.
 
 pub mod espeak;
 pub mod phonemize;
+pub mod synth;
 pub mod voice;
+pub mod wav;
 
+pub use synth::{Frontend, SentenceAudio, Speech, SynthesisOptions, Voice, VoiceOptions};
 pub use voice::{PhonemeIds, VoiceConfig};
 
 use std::path::PathBuf;
@@ -35,4 +40,24 @@ pub enum SpeakError {
     /// The espeak-ng library is missing or failed.
     #[error("espeak-ng: {reason}")]
     Espeak { reason: String },
+    /// The model could not be loaded.
+    #[error(transparent)]
+    Load(crate::error::LoadError),
+    /// The model is not a voice.
+    #[error(
+        "'{model_type}' is not a text-to-speech voice (its config has no [tts] section); {advice}"
+    )]
+    NotAVoice { model_type: String, advice: String },
+    /// The text gave no phoneme to speak.
+    #[error("the text gives nothing to speak (no phonemes): {text:?}")]
+    NothingToSay { text: String },
+    /// A synthesis option is out of range.
+    #[error("{field}: {reason}")]
+    Request { field: &'static str, reason: String },
+    /// The network failed.
+    #[error(transparent)]
+    Execution(crate::error::ExecutionError),
+    /// The output could not be written.
+    #[error("{path}: cannot write: {reason}")]
+    Write { path: PathBuf, reason: String },
 }

@@ -3,6 +3,7 @@
 
 use super::phonemize;
 use super::SpeakError;
+use crate::loader::config::TtsSection;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
@@ -24,8 +25,10 @@ pub enum PhonemeType {
     Text,
 }
 
-/// Synthesis defaults the voice was trained with.
+/// Synthesis defaults the voice was trained with; a key the JSON leaves out
+/// takes Piper's default (0.667, 1.0, 0.8).
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(default)]
 pub struct InferenceDefaults {
     /// Scale of the noise added to the prior (0 gives the mean voice).
     pub noise_scale: f32,
@@ -33,6 +36,17 @@ pub struct InferenceDefaults {
     pub length_scale: f32,
     /// Scale of the duration predictor's noise.
     pub noise_w: f32,
+}
+
+impl Default for InferenceDefaults {
+    /// Piper's defaults: noise 0.667, length 1.0, noise_w 0.8.
+    fn default() -> Self {
+        InferenceDefaults {
+            noise_scale: 0.667,
+            length_scale: 1.0,
+            noise_w: 0.8,
+        }
+    }
 }
 
 /// Everything about a voice except its network.
@@ -66,6 +80,18 @@ struct RawEspeak {
     voice: String,
 }
 
+/// The JSON key of a `tts.KEY` field, for errors about a voice's JSON file.
+fn json_field(field: &str) -> &str {
+    match field.strip_prefix("tts.").unwrap_or(field) {
+        "sample_rate" => "audio.sample_rate",
+        "espeak_voice" => "espeak.voice",
+        "noise_scale" => "inference.noise_scale",
+        "length_scale" => "inference.length_scale",
+        "noise_w" => "inference.noise_w",
+        other => other,
+    }
+}
+
 #[derive(Deserialize)]
 struct RawConfig {
     audio: RawAudio,
@@ -80,6 +106,7 @@ struct RawConfig {
     num_speakers: Option<u32>,
     #[serde(default)]
     speaker_id_map: BTreeMap<String, u32>,
+    #[serde(default)]
     inference: InferenceDefaults,
 }
 
@@ -96,14 +123,42 @@ pub struct PhonemeIds {
 impl VoiceConfig {
     /// Reads the JSON config of a Piper voice. `path` names it in errors.
     pub fn from_json(text: &str, path: &Path) -> Result<Self, SpeakError> {
-        let bad = |field: &str, reason: String| SpeakError::VoiceConfig {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| SpeakError::VoiceConfig {
             path: path.to_path_buf(),
-            field: field.to_string(),
+            field: "(json)".into(),
+            reason: e.to_string(),
+        })?;
+        let section = TtsSection {
+            sample_rate: raw.audio.sample_rate,
+            phoneme_type: raw.phoneme_type.unwrap_or_else(|| "espeak".into()),
+            espeak_voice: raw.espeak.map(|e| e.voice).unwrap_or_default(),
+            phoneme_id_map: raw.phoneme_id_map.into_iter().collect(),
+            vowel_clusters: raw.vowel_clusters,
+            num_speakers: raw.num_speakers.unwrap_or(1),
+            speaker_id_map: raw.speaker_id_map,
+            noise_scale: raw.inference.noise_scale,
+            length_scale: raw.inference.length_scale,
+            noise_w: raw.inference.noise_w,
+        };
+        Self::from_section(&section).map_err(|e| match e {
+            SpeakError::Voice { field, reason } => SpeakError::VoiceConfig {
+                path: path.to_path_buf(),
+                field: json_field(&field).to_string(),
+                reason,
+            },
+            other => other,
+        })
+    }
+
+    /// The voice stored in a `.model`'s `[tts]` section, checked: a known
+    /// phoneme type, an espeak voice for espeak voices, ids for `^` `_` `$`, a
+    /// sample rate above 0 and at least one speaker. Errors name the `tts.KEY`.
+    pub fn from_section(section: &TtsSection) -> Result<Self, SpeakError> {
+        let bad = |field: &str, reason: String| SpeakError::Voice {
+            field: format!("tts.{field}"),
             reason,
         };
-        let raw: RawConfig =
-            serde_json::from_str(text).map_err(|e| bad("(json)", e.to_string()))?;
-        let phoneme_type = match raw.phoneme_type.as_deref().unwrap_or("espeak") {
+        let phoneme_type = match section.phoneme_type.as_str() {
             "espeak" => PhonemeType::Espeak,
             "text" => PhonemeType::Text,
             other => {
@@ -113,34 +168,79 @@ impl VoiceConfig {
                 ))
             }
         };
-        let espeak_voice = match (&raw.espeak, phoneme_type) {
-            (Some(e), _) => e.voice.clone(),
-            (None, PhonemeType::Text) => String::new(),
-            (None, PhonemeType::Espeak) => {
-                return Err(bad("espeak.voice", "missing for an espeak voice".into()))
-            }
-        };
+        if phoneme_type == PhonemeType::Espeak && section.espeak_voice.is_empty() {
+            return Err(bad("espeak_voice", "missing for an espeak voice".into()));
+        }
         for symbol in [BOS, EOS, PAD] {
-            if raw.phoneme_id_map.get(symbol).is_none_or(Vec::is_empty) {
+            if section.phoneme_id_map.get(symbol).is_none_or(Vec::is_empty) {
                 return Err(bad(
                     "phoneme_id_map",
                     format!("has no id for `{symbol}` (Piper voices map `^` `_` `$`)"),
                 ));
             }
         }
-        if raw.audio.sample_rate == 0 {
-            return Err(bad("audio.sample_rate", "is 0".into()));
+        if section.sample_rate == 0 {
+            return Err(bad("sample_rate", "is 0".into()));
+        }
+        if section.num_speakers == 0 {
+            return Err(bad("num_speakers", "is 0".into()));
+        }
+        if let Some((name, id)) = section
+            .speaker_id_map
+            .iter()
+            .find(|(_, &id)| id >= section.num_speakers)
+        {
+            return Err(bad(
+                "speaker_id_map",
+                format!(
+                    "gives `{name}` id {id}, but the voice has {} speakers",
+                    section.num_speakers
+                ),
+            ));
         }
         Ok(VoiceConfig {
-            sample_rate: raw.audio.sample_rate,
-            espeak_voice,
+            sample_rate: section.sample_rate,
+            espeak_voice: section.espeak_voice.clone(),
             phoneme_type,
-            phoneme_id_map: raw.phoneme_id_map,
-            vowel_clusters: raw.vowel_clusters.into_iter().collect(),
-            num_speakers: raw.num_speakers.unwrap_or(1),
-            speaker_id_map: raw.speaker_id_map,
-            inference: raw.inference,
+            phoneme_id_map: section
+                .phoneme_id_map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            vowel_clusters: section.vowel_clusters.iter().cloned().collect(),
+            num_speakers: section.num_speakers,
+            speaker_id_map: section.speaker_id_map.clone(),
+            inference: InferenceDefaults {
+                noise_scale: section.noise_scale,
+                length_scale: section.length_scale,
+                noise_w: section.noise_w,
+            },
         })
+    }
+
+    /// The `[tts]` section that stores this voice ([`VoiceConfig::from_section`]
+    /// reads it back unchanged).
+    pub fn to_section(&self) -> TtsSection {
+        TtsSection {
+            sample_rate: self.sample_rate,
+            phoneme_type: match self.phoneme_type {
+                PhonemeType::Espeak => "espeak",
+                PhonemeType::Text => "text",
+            }
+            .into(),
+            espeak_voice: self.espeak_voice.clone(),
+            phoneme_id_map: self
+                .phoneme_id_map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            vowel_clusters: self.vowel_clusters.iter().cloned().collect(),
+            num_speakers: self.num_speakers,
+            speaker_id_map: self.speaker_id_map.clone(),
+            noise_scale: self.inference.noise_scale,
+            length_scale: self.inference.length_scale,
+            noise_w: self.inference.noise_w,
+        }
     }
 
     /// Reads `VOICE.onnx.json` (or any Piper voice JSON) from disk.
@@ -212,5 +312,16 @@ mod tests {
         let pinyin = CONFIG.replace(r#""audio""#, r#""phoneme_type": "pinyin", "audio""#);
         let err = VoiceConfig::from_json(&pinyin, Path::new("v.json")).unwrap_err();
         assert!(err.to_string().contains("phoneme_type"), "{err}");
+        let rate0 = CONFIG.replace("22050", "0");
+        let err = VoiceConfig::from_json(&rate0, Path::new("v.json")).unwrap_err();
+        assert!(err.to_string().contains("audio.sample_rate"), "{err}");
+    }
+
+    #[test]
+    fn the_stored_section_reads_back_the_same_voice() {
+        let voice = VoiceConfig::from_json(CONFIG, Path::new("v.json")).unwrap();
+        let text = toml::to_string(&voice.to_section()).unwrap();
+        let back: TtsSection = toml::from_str(&text).unwrap();
+        assert_eq!(VoiceConfig::from_section(&back).unwrap(), voice);
     }
 }

@@ -16,6 +16,7 @@ pub mod proto;
 mod sym;
 mod tensor;
 mod translate;
+mod voice;
 
 use super::ImportOptions;
 use crate::error::ImportError;
@@ -92,6 +93,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
             })?;
         done.config.diffusion = Some(section);
     }
+    done.config.tts = voice::section(source, &done.graph)?;
     let name = opts.name.clone().unwrap_or_else(|| {
         source
             .file_stem()
