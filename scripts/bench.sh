@@ -29,6 +29,9 @@
 #   scripts/bench.sh diffuse     # cyb-llm diffuse vs onnxruntime running the terrain package's one-step
 #                              # sampling (same venv as onnx), images/s at batch 1 and 8, load included
 #                              # and excluded; env as scripts/bench-diffuse.sh (THREADS=2 BATCHES_PER_RUN=4)
+#   scripts/bench.sh tts         # cyb-llm speak vs piper-tts (pinned in scripts/bench-tts-requirements.txt,
+#                              # .cache/piper-venv), en_US-joe-medium, tests/fixtures/tts/sentences.txt,
+#                              # real-time factor whole process and synthesis only; env as scripts/bench-tts.sh
 #
 # Each run also redraws .cache/bench/ratios.svg (scripts/bench_chart.py): cyb-llm's speed over
 # each peer's, per task, from the newest report of each topic.
@@ -40,7 +43,7 @@ usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
 topic=${1:-}
 [ $# -gt 0 ] && shift
 case $topic in
-  llm | whisper | perplexity | serve | embed | onnx | diffuse) ;;
+  llm | whisper | perplexity | serve | embed | onnx | diffuse | tts) ;;
   *) usage ;;
 esac
 
@@ -156,6 +159,13 @@ diffuse() {
   venv_topic "diffuse: image generation, cyb-llm diffuse vs onnxruntime" \
     scripts/bench-onnx-requirements.txt .cache/onnx-venv 'onnxruntime|onnx|numpy' \
     scripts/bench-diffuse.sh "$@"
+}
+
+tts() {
+  scripts/fetch-models.sh piper >&2
+  venv_topic "tts: text to speech, cyb-llm speak vs piper-tts" \
+    scripts/bench-tts-requirements.txt .cache/piper-venv 'piper-tts|onnxruntime' \
+    scripts/bench-tts.sh "$@"
 }
 
 "$topic" "$@" | tee "$report"

@@ -73,6 +73,15 @@ def diffuse_bars(path):
             for b, _, be, _, _, _, _, _, excl in table_rows(path)]
 
 
+def tts_bars(path):
+    """Rows `| text | threads | backend | audio | ... | R x | ... | R x |` of scripts/bench-tts.sh."""
+    bars = []
+    for _, _, be, _, _, _, whole, _, _, synth in table_rows(path):
+        bars.append((f"speak whole process ({be}): vs piper-tts", float(whole.rstrip("x"))))
+        bars.append((f"speak synthesis ({be}): vs piper-tts", float(synth.rstrip("x"))))
+    return bars
+
+
 def seconds(cell):
     """`0.38 (0.035)` -> 0.38."""
     return float(re.match(r"[0-9.]+", cell).group(0))
@@ -119,7 +128,7 @@ def main():
     bars, sources = [], []
     topics = (("llm", llm_bars), ("whisper", whisper_bars), ("perplexity", perplexity_bars),
               ("embed", embed_bars), ("serve", serve_bars), ("onnx", onnx_bars),
-              ("diffuse", diffuse_bars))
+              ("diffuse", diffuse_bars), ("tts", tts_bars))
     for topic, parse in topics:
         report = newest(folder, topic)
         if report:
