@@ -23,6 +23,10 @@ pub enum DType {
     I32,
     I8,
     U8,
+    /// Run-time integers (ONNX int64): indices, lengths, shapes.
+    I64,
+    /// Run-time truth values (ONNX bool), one byte each (0 or 1).
+    Bool,
 }
 
 impl DType {
@@ -47,6 +51,10 @@ impl DType {
         DType::U8,
     ];
 
+    /// The encodings of run-time graph values that are not in the format table's
+    /// weight encodings (graph inputs, node outputs, constants of the graph path).
+    pub const RUNTIME: [DType; 2] = [DType::I64, DType::Bool];
+
     /// The name writers emit in the `tensors` section.
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +75,8 @@ impl DType {
             DType::I32 => "i32",
             DType::I8 => "i8",
             DType::U8 => "u8",
+            DType::I64 => "i64",
+            DType::Bool => "bool",
         }
     }
 
@@ -84,7 +94,10 @@ impl DType {
             "q6k" => "q6_k",
             other => other,
         };
-        DType::ALL.into_iter().find(|d| d.name() == canonical)
+        DType::ALL
+            .into_iter()
+            .chain(DType::RUNTIME)
+            .find(|d| d.name() == canonical)
     }
 
     /// Number of values in one block (1 for plain types).
@@ -100,9 +113,10 @@ impl DType {
     /// Number of bytes in one block.
     pub fn block_bytes(self) -> usize {
         match self {
+            DType::I64 => 8,
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::I8 | DType::U8 | DType::Ternary => 1,
+            DType::I8 | DType::U8 | DType::Bool | DType::Ternary => 1,
             DType::Q8_0 => 34,
             DType::Q4_0 => 18,
             DType::Q4_1 => 20,

@@ -48,6 +48,7 @@ pub mod alloc;
 pub mod cpu;
 pub mod dispatch;
 pub mod honeycrisp;
+mod index_shapes;
 pub mod nox;
 pub mod op;
 pub mod tensor;
@@ -58,7 +59,10 @@ pub use dispatch::{
     BackendChoice, BackendConfig, BackendEntry, Capabilities, DispatchLog, DispatchRecord,
     Dispatcher, BACKENDS,
 };
-pub use op::{broadcast_shape, rope_cache, rope_inv_freq, Mask, Op, RopeStyle, SampleParams};
+pub use op::{
+    broadcast_shape, rope_cache, rope_inv_freq, CmpOp, IntOp, Mask, Op, ReduceKind, RopeStyle,
+    SampleParams,
+};
 pub use tensor::{DeviceBuffer, SharedBytes, Storage, Tensor, TensorInfo};
 
 use crate::dtype::DType;

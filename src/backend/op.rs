@@ -52,6 +52,45 @@ pub struct SampleParams {
     pub u: f32,
 }
 
+/// Integer arithmetic of [`Op::IntBinary`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum IntOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b`, truncated toward zero.
+    Div,
+}
+
+/// Comparison of [`Op::Compare`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    /// `a == b`.
+    Equal,
+    /// `a < b`.
+    Less,
+    /// `a <= b`.
+    LessOrEqual,
+    /// `a > b`.
+    Greater,
+    /// `a >= b`.
+    GreaterOrEqual,
+}
+
+/// Reduction of [`Op::Reduce`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ReduceKind {
+    /// Sum of the values.
+    Sum,
+    /// Largest value.
+    Max,
+    /// Sum divided by the count.
+    Mean,
+}
+
 /// One op of ops.md. Inputs are listed in order; `[..]` is any leading shape.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
@@ -303,6 +342,149 @@ pub enum Op {
         /// Real rows of each sequence, each in `1..=L`.
         lengths: Vec<usize>,
     },
+    /// `[x] -> [i64 [rank]]`: the dimensions of `x` (any dtype).
+    Shape,
+    /// `[x] -> [y]`, `x` converted to `dtype` (f32, i64 or bool): a float to i64
+    /// truncates toward zero (NaN or out of range is an error), any value to bool is
+    /// `x != 0`, bool to a number is 0 or 1.
+    Cast(DType),
+    /// `[a i64, b i64] -> [i64]` with NumPy broadcasting: `a op b` ([`IntOp`]);
+    /// overflow and a zero divisor are errors.
+    IntBinary(IntOp),
+    /// `[a, b] -> [bool]` with NumPy broadcasting: `a cmp b` ([`CmpOp`]); `a` and
+    /// `b` share a dtype (f32, i64 or bool).
+    Compare(CmpOp),
+    /// `[x bool] -> [bool]`, `!x` (an i64 input reads as `x != 0`).
+    Not,
+    /// `[a bool, b bool] -> [bool]` with NumPy broadcasting, `a && b` (i64 inputs read
+    /// as `!= 0`).
+    And,
+    /// `[cond bool, a, b] -> [y]`, `y = cond ? a : b`, the three broadcast as in
+    /// NumPy (an i64 `cond` reads as `!= 0`); `a` and `b` share a dtype, which `y` has.
+    Where,
+    /// `[x] -> [y [shape]]`, `y[i..] = x[i..]` with the size-1 dims of `x` (right-aligned)
+    /// repeated: `shape` is the NumPy broadcast of `x`'s shape and the requested one.
+    Expand(Vec<usize>),
+    /// `[] -> [y [shape] of dtype]`, every value `value` (converted to `dtype`).
+    Fill {
+        /// Output shape.
+        shape: Vec<usize>,
+        /// The value (exact for f32 and for integers below 2^53).
+        value: f64,
+        /// Output encoding (f32, i64 or bool).
+        dtype: DType,
+    },
+    /// `[] -> [y [len]]`: i64 `y[i] = start + i delta`; f32 `y[0] = start`,
+    /// `y[i] = y[i-1] + delta` (ONNX `Range` accumulates in the value type).
+    Range {
+        /// First value.
+        start: f64,
+        /// Step.
+        delta: f64,
+        /// Number of values, `max(ceil((limit - start) / delta), 0)`.
+        len: usize,
+        /// Output encoding (f32 or i64).
+        dtype: DType,
+    },
+    /// `[x] -> [i64 [rank, count]]`: column j holds the multi-index of the j-th nonzero
+    /// value of `x` in row-major order. `count`, the number of nonzero values, is bound
+    /// per call from the values; a different count is a shape error.
+    NonZero {
+        /// Number of nonzero values of the input.
+        count: usize,
+    },
+    /// `[data [.., n, ..], idx i64 [I..]] -> [data.shape[..axis] ++ I ++ data.shape[axis+1..]]`,
+    /// `y[a.., i.., b..] = data[a.., j, b..]` with `j = idx[i..]` (`+ n` when negative);
+    /// `j` outside `0..n` is an error.
+    Gather {
+        /// The indexed axis of `data`.
+        axis: usize,
+    },
+    /// `[data, idx i64 (same rank)] -> [y [idx.shape]]`, `y[i..] = data[i..]` with dim
+    /// `axis` of the index replaced by `idx[i..]` (`+ n` when negative, else an error
+    /// outside `0..n`).
+    GatherElements {
+        /// The indexed axis.
+        axis: usize,
+    },
+    /// `[data [D..], idx i64 [I.., k]] -> [y [I.. ++ D[k..]]]`,
+    /// `y[i.., r..] = data[idx[i.., 0], .., idx[i.., k-1], r..]` (negative indices count
+    /// from the end of their dim; out of range is an error).
+    GatherNd,
+    /// `[data [D..], idx i64 [I.., k], upd [I.. ++ D[k..]]] -> [y [D..]]`: `y = data`,
+    /// then `y[idx[i..], r..] = upd[i.., r..]` for each `i..` in row-major order.
+    ScatterNd,
+    /// `[x] -> [y]` (f32 or i64): the running sum along `axis`, `y[.., j, ..] =
+    /// sum x[.., t, ..]` over `t <= j` (`t >= j` when `reverse`; the element itself
+    /// left out when `exclusive`).
+    CumSum {
+        /// The summed axis.
+        axis: usize,
+        /// Leave out the element itself.
+        exclusive: bool,
+        /// Sum from the end.
+        reverse: bool,
+    },
+    /// `[x] -> [y]` (f32 or i64): the sum, max or mean ([`ReduceKind`]) over `axes`
+    /// (sorted, distinct); reduced dims kept with size 1 when `keepdims`, else dropped.
+    /// A max over no values is an error.
+    Reduce {
+        /// What is computed.
+        kind: ReduceKind,
+        /// The reduced axes.
+        axes: Vec<usize>,
+        /// Keep reduced dims as size 1.
+        keepdims: bool,
+    },
+    /// `[x] -> [y]`, `y.shape[d] = pads[d][0] + x.shape[d] + pads[d][1]`,
+    /// `y[i..] = x[i - pads[..][0]]` inside, `value` elsewhere (ONNX `Pad`, constant mode).
+    Pad {
+        /// `[before, after]` per dim.
+        pads: Vec<[usize; 2]>,
+        /// The value of the added positions.
+        value: f64,
+    },
+    /// `[x] -> [y [shape]]`, `y[i..] = x[starts[d] + i_d steps[d] ..]` (ONNX `Slice` with
+    /// steps; a negative step reads backwards). Every index read must lie inside `x`.
+    StridedSlice {
+        /// First index read per dim.
+        starts: Vec<usize>,
+        /// Step per dim (nonzero).
+        steps: Vec<i64>,
+        /// Output shape.
+        shape: Vec<usize>,
+    },
+    /// `[x [B, Cin, H, W], w [Cin, Cout / groups, kh, kw], b [Cout]?] -> [[B, Cout, Ho, Wo]]`:
+    /// `y[n, g Cout/groups + o, i sh - pt + u dh, j sw - pl + v dw] += x[n, c, i, j] w[c, o, u, v]`
+    /// for every input channel c of group g, positions outside the output dropped, plus `b`;
+    /// `Ho = (H - 1) sh - pt - pb + dh (kh - 1) + out_pad[0] + 1` (likewise `Wo`).
+    ConvTranspose2d {
+        /// Steps `[sh, sw]`.
+        stride: [usize; 2],
+        /// Cropped `[top, left, bottom, right]`.
+        pads: [usize; 4],
+        /// Kernel dilations `[dh, dw]`.
+        dilation: [usize; 2],
+        /// Channel groups (divides Cin and Cout).
+        groups: usize,
+        /// Extra rows / columns added at the end `[h, w]`.
+        out_pad: [usize; 2],
+    },
+    /// `[x] -> [ln(1 + e^x)]` (computed as `max(x, 0) + ln(1 + e^-|x|)`).
+    Softplus,
+    /// `[x] -> [ceil x]`.
+    Ceil,
+    /// `[x] -> [y]` of x's shape (f32): `y = mean + scale z`, `z` standard normal draws
+    /// (Box-Muller over a SplitMix64 stream started at `seed`; the backend's generator
+    /// where it documents its own).
+    RandomNormalLike {
+        /// Mean.
+        mean: f32,
+        /// Standard deviation.
+        scale: f32,
+        /// Generator seed.
+        seed: u64,
+    },
     /// `[q [S, H, d], k [S, Hkv, d], v [S, Hkv, dv], cos, sin, k_cache, v_cache]
     /// -> [rope(q), k_cache, v_cache]`: `Rope` (with the cos/sin cache) of q
     /// and of k, then `KvAppend` of the rotated k and of v at `pos`.
@@ -316,7 +498,7 @@ pub enum Op {
     },
 }
 
-fn mismatch(op: &Op, expected: &[usize], got: &[usize]) -> ExecutionError {
+pub(super) fn mismatch(op: &Op, expected: &[usize], got: &[usize]) -> ExecutionError {
     ExecutionError::ShapeMismatch {
         op: op.name().to_string(),
         expected: expected.to_vec(),
@@ -409,6 +591,29 @@ impl Op {
             Op::FusedLinearAddNorm { .. } => "FusedLinearAddNorm",
             Op::SdpaBatch { .. } => "SdpaBatch",
             Op::FusedRopeAppend { .. } => "FusedRopeAppend",
+            Op::Shape => "Shape",
+            Op::Cast(_) => "Cast",
+            Op::IntBinary(_) => "IntBinary",
+            Op::Compare(_) => "Compare",
+            Op::Not => "Not",
+            Op::And => "And",
+            Op::Where => "Where",
+            Op::Expand(_) => "Expand",
+            Op::Fill { .. } => "Fill",
+            Op::Range { .. } => "Range",
+            Op::NonZero { .. } => "NonZero",
+            Op::Gather { .. } => "Gather",
+            Op::GatherElements { .. } => "GatherElements",
+            Op::GatherNd => "GatherNd",
+            Op::ScatterNd => "ScatterNd",
+            Op::CumSum { .. } => "CumSum",
+            Op::Reduce { .. } => "Reduce",
+            Op::Pad { .. } => "Pad",
+            Op::StridedSlice { .. } => "StridedSlice",
+            Op::ConvTranspose2d { .. } => "ConvTranspose2d",
+            Op::Softplus => "Softplus",
+            Op::Ceil => "Ceil",
+            Op::RandomNormalLike { .. } => "RandomNormalLike",
         }
     }
 
@@ -436,6 +641,36 @@ impl Op {
                 | Op::Neg
                 | Op::Erf
                 | Op::PowScalar(_)
+                | Op::Softplus
+                | Op::Ceil
+        )
+    }
+
+    /// Whether the op is one of the run-time integer, index and shape ops of the
+    /// graph path (ONNX import), which only host backends run.
+    pub fn is_index_op(&self) -> bool {
+        matches!(
+            self,
+            Op::Shape
+                | Op::Cast(_)
+                | Op::IntBinary(_)
+                | Op::Compare(_)
+                | Op::Not
+                | Op::And
+                | Op::Where
+                | Op::Expand(_)
+                | Op::Fill { .. }
+                | Op::Range { .. }
+                | Op::NonZero { .. }
+                | Op::Gather { .. }
+                | Op::GatherElements { .. }
+                | Op::GatherNd
+                | Op::ScatterNd
+                | Op::CumSum { .. }
+                | Op::Reduce { .. }
+                | Op::Pad { .. }
+                | Op::StridedSlice { .. }
+                | Op::RandomNormalLike { .. }
         )
     }
 
@@ -482,6 +717,22 @@ impl Op {
             }
             Ok(&t.shape)
         };
+        // Values moved by layout ops: f32, i64 or bool (the output keeps the dtype).
+        let data = |i: usize| -> Result<&[usize], ExecutionError> {
+            let t = &inputs[i];
+            if !matches!(t.dtype, DType::F32 | DType::I64 | DType::Bool) {
+                return Err(ExecutionError::UnsupportedOp {
+                    op: format!("{} (input {i} must be f32, i64 or bool)", self.name()),
+                    backend: "any".into(),
+                    input_dtype: t.dtype,
+                });
+            }
+            Ok(&t.shape)
+        };
+        let same_out = |shape: Vec<usize>| TensorInfo {
+            shape,
+            dtype: inputs.first().map_or(DType::F32, |t| t.dtype),
+        };
         let ids = |i: usize| -> Result<&[usize], ExecutionError> {
             let t = &inputs[i];
             if t.dtype != DType::I32 {
@@ -512,6 +763,64 @@ impl Op {
             Ok(out)
         };
         match self {
+            Op::Shape
+            | Op::Cast(_)
+            | Op::IntBinary(_)
+            | Op::Compare(_)
+            | Op::Not
+            | Op::And
+            | Op::Where
+            | Op::Expand(_)
+            | Op::Fill { .. }
+            | Op::Range { .. }
+            | Op::NonZero { .. }
+            | Op::Gather { .. }
+            | Op::GatherElements { .. }
+            | Op::GatherNd
+            | Op::ScatterNd
+            | Op::CumSum { .. }
+            | Op::Reduce { .. }
+            | Op::Pad { .. }
+            | Op::StridedSlice { .. }
+            | Op::RandomNormalLike { .. } => super::index_shapes::infer(self, inputs),
+            Op::ConvTranspose2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+                out_pad,
+            } => {
+                arity(2, 3)?;
+                let x = act(0)?;
+                let w = &inputs[1].shape;
+                let g = *groups;
+                let ok = x.len() == 4
+                    && w.len() == 4
+                    && g > 0
+                    && w[0] == x[1]
+                    && x[1].is_multiple_of(g)
+                    && stride.iter().all(|&s| s > 0)
+                    && dilation.iter().all(|&d| d > 0)
+                    && out_pad.iter().zip(stride).all(|(&p, &s)| p < s);
+                if !ok {
+                    return Err(mismatch(self, x, w));
+                }
+                if inputs.len() == 3 {
+                    vector(2, w[1] * g)?;
+                }
+                let out_len = |i: usize| {
+                    let full = x[2 + i]
+                        .checked_sub(1)?
+                        .checked_mul(stride[i])?
+                        .checked_add(dilation[i].checked_mul(w[2 + i].checked_sub(1)?)?)?
+                        .checked_add(out_pad[i] + 1)?;
+                    full.checked_sub(pads[i] + pads[i + 2]).filter(|&n| n > 0)
+                };
+                match (out_len(0), out_len(1)) {
+                    (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], w[1] * g, ho, wo])]),
+                    _ => Err(mismatch(self, x, w)),
+                }
+            }
             Op::Matmul => {
                 arity(2, 2)?;
                 let x = act(0)?;
@@ -544,6 +853,8 @@ impl Op {
             | Op::Neg
             | Op::Erf
             | Op::PowScalar(_)
+            | Op::Softplus
+            | Op::Ceil
             | Op::Softmax => {
                 arity(1, 1)?;
                 Ok(vec![f32_out(act(0)?.to_vec())])
@@ -558,15 +869,15 @@ impl Op {
             }
             Op::Reshape(shape) => {
                 arity(1, 1)?;
-                let x = act(0)?;
+                let x = data(0)?;
                 if shape.iter().product::<usize>() != x.iter().product::<usize>() {
                     return Err(mismatch(self, x, shape));
                 }
-                Ok(vec![f32_out(shape.clone())])
+                Ok(vec![same_out(shape.clone())])
             }
             Op::Permute(perm) => {
                 arity(1, 1)?;
-                let x = act(0)?;
+                let x = data(0)?;
                 let mut seen = vec![false; x.len()];
                 for &p in perm {
                     if p >= x.len() || std::mem::replace(&mut seen[p], true) {
@@ -576,17 +887,20 @@ impl Op {
                 if perm.len() != x.len() {
                     return Err(mismatch(self, x, perm));
                 }
-                Ok(vec![f32_out(perm.iter().map(|&p| x[p]).collect())])
+                Ok(vec![same_out(perm.iter().map(|&p| x[p]).collect())])
             }
             Op::Concat { axis } => {
                 arity(1, usize::MAX)?;
-                let first = act(0)?;
+                let first = data(0)?;
                 if *axis >= first.len() {
                     return Err(mismatch(self, first, &[*axis]));
                 }
                 let mut out = first.to_vec();
                 for i in 1..inputs.len() {
-                    let s = act(i)?;
+                    let s = data(i)?;
+                    if inputs[i].dtype != inputs[0].dtype {
+                        return Err(mismatch(self, first, s));
+                    }
                     let same_rest = s.len() == first.len()
                         && (0..s.len()).all(|d| d == *axis || s[d] == first[d]);
                     if !same_rest {
@@ -594,21 +908,21 @@ impl Op {
                     }
                     out[*axis] += s[*axis];
                 }
-                Ok(vec![f32_out(out)])
+                Ok(vec![same_out(out)])
             }
             Op::Slice { axis, start, end } => {
                 arity(1, 1)?;
-                let x = act(0)?;
+                let x = data(0)?;
                 if *axis >= x.len() || start > end || *end > x[*axis] {
                     return Err(mismatch(self, x, &[*axis, *start, *end]));
                 }
                 let mut out = x.to_vec();
                 out[*axis] = end - start;
-                Ok(vec![f32_out(out)])
+                Ok(vec![same_out(out)])
             }
             Op::Split { axis, sizes } => {
                 arity(1, 1)?;
-                let x = act(0)?;
+                let x = data(0)?;
                 if *axis >= x.len() || sizes.iter().sum::<usize>() != x[*axis] {
                     return Err(mismatch(self, x, sizes));
                 }
@@ -617,7 +931,7 @@ impl Op {
                     .map(|&n| {
                         let mut s = x.to_vec();
                         s[*axis] = n;
-                        f32_out(s)
+                        same_out(s)
                     })
                     .collect())
             }

@@ -5,6 +5,8 @@
 //! - host f32 values (activations; shared, cheap to clone, returned to the
 //!   [`FrameAllocator`](super::FrameAllocator) pool when the last clone drops);
 //! - host i32 values (token ids, argmax / sample results);
+//! - host i64 values (dtype `I64`: run-time indices, lengths and shapes of
+//!   the graph path; dtype `Bool`: truth values stored as 0 or 1);
 //! - encoded bytes borrowed zero-copy from any owner ([`SharedBytes`]: the
 //!   model's mmap, or a `Vec<u8>`), for weights in any encoding of quant.md;
 //! - mutable state (the KV cache), written in place by `KvAppend`;
@@ -106,6 +108,8 @@ pub enum Storage {
     F32(Arc<HostF32>),
     /// Host i32 values (dtype `I32`).
     I32(Arc<Vec<i32>>),
+    /// Host i64 values (dtype `I64`, or `Bool` with every value 0 or 1).
+    I64(Arc<Vec<i64>>),
     /// Encoded bytes of the tensor's dtype, shared zero-copy.
     Bytes(SharedBytes),
     /// Mutable host f32 state (dtype `F32`), shared by every clone: the KV cache.
@@ -119,6 +123,7 @@ impl fmt::Debug for Storage {
         match self {
             Storage::F32(h) => write!(f, "F32({} values)", h.len()),
             Storage::I32(v) => write!(f, "I32({} values)", v.len()),
+            Storage::I64(v) => write!(f, "I64({} values)", v.len()),
             Storage::Bytes(b) => b.fmt(f),
             Storage::State(_) => f.write_str("State"),
             Storage::Device(d) => d.fmt(f),
@@ -191,6 +196,42 @@ impl Tensor {
             info,
             scale: None,
             storage: Storage::I32(Arc::new(data)),
+        })
+    }
+
+    /// Host i64 tensor; `data.len()` must equal the element count.
+    pub fn from_i64(shape: &[usize], data: Vec<i64>) -> Result<Tensor, ExecutionError> {
+        Tensor::host_ints(shape, DType::I64, data)
+    }
+
+    /// Host bool tensor (stored as i64 0 or 1); `data.len()` must equal the element count.
+    pub fn from_bool(shape: &[usize], data: Vec<bool>) -> Result<Tensor, ExecutionError> {
+        Tensor::host_ints(
+            shape,
+            DType::Bool,
+            data.into_iter().map(i64::from).collect(),
+        )
+    }
+
+    /// Host tensor of `I64` or `Bool` values (for `Bool`, nonzero values are stored as 1).
+    pub fn host_ints(
+        shape: &[usize],
+        dtype: DType,
+        data: Vec<i64>,
+    ) -> Result<Tensor, ExecutionError> {
+        let info = TensorInfo::new(shape, dtype);
+        if data.len() != info.numel() || !matches!(dtype, DType::I64 | DType::Bool) {
+            return Err(size_mismatch("integer tensor", &info, data.len() * 8));
+        }
+        let data = if dtype == DType::Bool {
+            data.into_iter().map(|v| i64::from(v != 0)).collect()
+        } else {
+            data
+        };
+        Ok(Tensor {
+            info,
+            scale: None,
+            storage: Storage::I64(Arc::new(data)),
         })
     }
 
@@ -304,6 +345,14 @@ impl Tensor {
         }
     }
 
+    /// Host i64 values (0 or 1 for `Bool`), if this is an i64 or bool tensor.
+    pub fn as_i64(&self) -> Option<&[i64]> {
+        match &self.storage {
+            Storage::I64(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// Encoded bytes, if this is a byte-backed tensor.
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match &self.storage {
@@ -322,6 +371,7 @@ impl Tensor {
                 s.read().unwrap_or_else(|poisoned| poisoned.into_inner()),
             )),
             Storage::I32(v) => Ok(F32Read::Owned(v.iter().map(|&x| x as f32).collect())),
+            Storage::I64(v) => Ok(F32Read::Owned(v.iter().map(|&x| x as f32).collect())),
             Storage::Bytes(b) => {
                 let mut out = vec![0.0; self.numel()];
                 decode_into(self.info.dtype, b.as_slice(), self.scale, &mut out)?;

@@ -3,7 +3,7 @@
 //! `.npy` files named by graph input; every graph output is written as
 //! `DIR/<output name>.npy`.
 
-use super::npy::{read_f32, write_f32};
+use super::npy::{read_f32, read_i64, write_f32, write_i64};
 use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Tensor};
@@ -104,7 +104,25 @@ pub fn run(a: EvalArgs) -> CmdResult {
                 d.name, d.dtype, d.shape, d.name
             )
         })?;
-        let (shape, data) = read_f32(&format!("input `{}`", d.name), path)?;
+        let label = format!("input `{}`", d.name);
+        let tensor = match d.dtype.as_str() {
+            "i64" => {
+                let (shape, data) = read_i64(&label, path)?;
+                Tensor::from_i64(&shape, data)?
+            }
+            "f32" => {
+                let (shape, data) = read_f32(&label, path)?;
+                Tensor::from_f32(&shape, data)?
+            }
+            other => {
+                return Err(format!(
+                    "{what}: input `{}` has dtype {other}; eval reads f32 and i64 inputs",
+                    d.name
+                )
+                .into())
+            }
+        };
+        let shape = tensor.shape().to_vec();
         let fits = shape.len() == d.shape.len()
             && shape
                 .iter()
@@ -119,7 +137,7 @@ pub fn run(a: EvalArgs) -> CmdResult {
             )
             .into());
         }
-        inputs.push(Tensor::from_f32(&shape, data)?);
+        inputs.push(tensor);
     }
     let load_ms = start.elapsed().as_secs_f64() * 1e3;
     let mut session = gm.session()?;
@@ -136,10 +154,12 @@ pub fn run(a: EvalArgs) -> CmdResult {
     let backend = gm.dispatcher().primary();
     for (t, &vi) in outputs.iter().zip(&graph.outputs) {
         let name = &graph.values[vi].name;
-        let values = backend.try_download_f32(t)?;
         let path = a.output_dir.join(format!("{}.npy", file_stem(name)));
-        write_f32(&path, t.shape(), &values)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        let written = match t.as_i64() {
+            Some(v) => write_i64(&path, t.shape(), v),
+            None => write_f32(&path, t.shape(), &backend.try_download_f32(t)?),
+        };
+        written.map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         if a.json {
             println!(
                 "{}",

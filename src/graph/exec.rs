@@ -86,7 +86,7 @@ fn missing(name: &str, by: &str) -> ExecutionError {
 /// The encoding a weight has once bound: vectors (norm gains, biases) are
 /// decoded to f32 once at load, matrices keep the stored encoding.
 pub fn bound_dtype(shape: &[usize], stored: DType) -> DType {
-    if shape.len() <= 1 {
+    if shape.len() <= 1 && !matches!(stored, DType::I64 | DType::Bool) {
         DType::F32
     } else {
         stored
@@ -104,6 +104,20 @@ fn bind_weight(
         declared: t.entry.dtype,
         actual_bytes: t.bytes.len(),
     };
+    if matches!(t.entry.dtype, DType::I64 | DType::Bool) {
+        // Integer constants of the graph path: host i64 values.
+        let width = t.entry.dtype.block_bytes();
+        let values = t
+            .bytes
+            .chunks_exact(width)
+            .map(|c| {
+                let mut v = [0u8; 8];
+                v[..width].copy_from_slice(c);
+                i64::from_le_bytes(v)
+            })
+            .collect();
+        return Tensor::host_ints(&t.entry.shape, t.entry.dtype, values);
+    }
     if t.entry.shape.len() <= 1 {
         // Norm gains and biases: decoded once (see `bound_dtype`).
         let values = t.dequantize().map_err(|_| bad())?;
@@ -671,6 +685,11 @@ impl GraphSession {
                     }
                 }
                 GraphOp::KvAppend => Op::KvAppend { pos },
+                run_time => {
+                    let (op, keep) = super::bind::bind(run_time, &ins).map_err(&err)?;
+                    ins.truncate(keep);
+                    op
+                }
             };
             let started = self.profile.is_some().then(std::time::Instant::now);
             let outs = self.dispatch(m, ni, &op, &ins)?;
@@ -683,6 +702,9 @@ impl GraphSession {
                     }
                     None => p.push((op.name(), secs, 1)),
                 }
+            }
+            if let Some(t) = outs.first() {
+                super::bind::check_dims(&node.op, t.shape()).map_err(&err)?;
             }
             if outs.len() != node.outputs.len() {
                 return Err(err(format!(

@@ -18,6 +18,7 @@
 //!   hook for the text generator.
 
 pub mod bert;
+mod bind;
 mod build;
 pub mod exec;
 pub mod fuse;
@@ -241,6 +242,7 @@ fn probe_op(op: &GraphOp, infos: &[TensorInfo]) -> Result<(Op, Vec<TensorInfo>),
             (op, infos)
         }
         GraphOp::KvAppend => return Err("KvAppend is inferred from its state".into()),
+        other => return Err(format!("{} is inferred from its dims", other.name())),
     })
 }
 
@@ -301,6 +303,11 @@ fn infer_node(
             v.name
         ));
     }
+    if op.is_run_time_shape() {
+        let dtypes: Vec<DType> = inputs.iter().map(|v| v.dtype).collect();
+        let shapes: Vec<&[Dim]> = inputs.iter().map(|v| v.shape.as_slice()).collect();
+        return bind::infer_static(op, &dtypes, &shapes, probed);
+    }
     let mut runs = Vec::with_capacity(2);
     for k in 0..PROBES.len() {
         let infos: Vec<TensorInfo> = inputs
@@ -354,11 +361,14 @@ impl Graph {
         let mut inputs = Vec::new();
         for (i, d) in doc.inputs.iter().enumerate() {
             let dtype = DType::from_name(&d.dtype)
-                .filter(|t| matches!(t, DType::I32 | DType::F32))
+                .filter(|t| matches!(t, DType::I32 | DType::F32 | DType::I64 | DType::Bool))
                 .ok_or_else(|| {
                     GraphError::graph(
                         "inputs",
-                        format!("input `{}`: dtype `{}` must be i32 or f32", d.name, d.dtype),
+                        format!(
+                            "input `{}`: dtype `{}` must be i32, f32, i64 or bool",
+                            d.name, d.dtype
+                        ),
                     )
                 })?;
             if d.shape.iter().any(|&x| x < -1) {

@@ -5,8 +5,13 @@
 //! values known only per call: `Reshape` (`-1` dims), `Slice` (negative
 //! indices count from the end), `Rope` (its second input is the `pos` value)
 //! and `Sdpa` / `KvAppend` (positions come from the conversation's KV state).
+//! The run-time shape ops of the ONNX path ([`GraphOp::is_run_time_shape`]:
+//! `ReshapeTo`, `ExpandTo`, `ConstantOfShape`, `RangeOf`, `NonZero`, `SliceTo`,
+//! `PadTo`, `Unsqueeze`, `Squeeze`) read their integer inputs (or the input's
+//! shape) per call and are bound in [`super::bind`].
 
-use crate::backend::{Mask, Op, RopeStyle};
+use crate::backend::{CmpOp, IntOp, Mask, Op, ReduceKind, RopeStyle};
+use crate::dtype::DType;
 
 /// Every op the graph runtime knows, with its stable u16 tag (used in trace
 /// hashes and any binary form). Append-only: never renumber or reuse a tag.
@@ -62,6 +67,37 @@ pub const OP_TAGS: &[(&str, u16)] = &[
     ("AvgPool2d", 49),
     ("ResizeNearest", 50),
     ("GroupNormAffine", 51),
+    ("Shape", 52),
+    ("Cast", 53),
+    ("IntBinary", 54),
+    ("Compare", 55),
+    ("Not", 56),
+    ("And", 57),
+    ("Where", 58),
+    ("Expand", 59),
+    ("Fill", 60),
+    ("Range", 61),
+    ("NonZero", 62),
+    ("Gather", 63),
+    ("GatherElements", 64),
+    ("GatherNd", 65),
+    ("ScatterNd", 66),
+    ("CumSum", 67),
+    ("Reduce", 68),
+    ("Pad", 69),
+    ("StridedSlice", 70),
+    ("ConvTranspose2d", 71),
+    ("Softplus", 72),
+    ("Ceil", 73),
+    ("RandomNormalLike", 74),
+    ("ReshapeTo", 75),
+    ("ExpandTo", 76),
+    ("ConstantOfShape", 77),
+    ("RangeOf", 78),
+    ("SliceTo", 79),
+    ("PadTo", 80),
+    ("Unsqueeze", 81),
+    ("Squeeze", 82),
 ];
 
 /// The stable tag of op `name`, if the runtime knows it.
@@ -140,6 +176,51 @@ pub enum GraphOp {
     /// `[state, k [s, Hkv, d], v [s, Hkv, d]] -> [K_all, V_all]`: appends to the
     /// conversation's cache at its current length.
     KvAppend,
+    /// `[x, shape i64 [r]] -> [x viewed as shape]` (ONNX `Reshape`): a 0 copies the
+    /// input's dim (unless `allowzero`), one -1 is resolved from the element count.
+    ReshapeTo {
+        /// A 0 in `shape` means a dim of 0, not a copy.
+        allowzero: bool,
+        /// The output dims known at import (-1: known per call), checked per call.
+        dims: Vec<i64>,
+    },
+    /// `[x, shape i64 [r]] -> [Expand(x)]` to the NumPy broadcast of x's shape and `shape`.
+    ExpandTo {
+        /// The output dims known at import (-1: known per call), checked per call.
+        dims: Vec<i64>,
+    },
+    /// `[shape i64 [r]] -> [y [shape]]`, every value `value` of `dtype`.
+    ConstantOfShape {
+        /// The value.
+        value: f64,
+        /// Output encoding.
+        dtype: DType,
+        /// The output dims known at import (-1: known per call), checked per call.
+        dims: Vec<i64>,
+    },
+    /// `[start, limit, delta] (scalars of one dtype, i64 or f32) -> [y [n]]`, ONNX
+    /// `Range`: `n = max(ceil((limit - start) / delta), 0)` values from `start` by `delta`.
+    RangeOf,
+    /// `[x] -> [i64 [rank, n]]`: the multi-indices of the n nonzero values of x.
+    NonZero,
+    /// `[x, starts i64 [k], ends i64 [k], axes i64 [k]?, steps i64 [k]?] -> [y]` (ONNX
+    /// `Slice`): per listed axis, indices from start by step up to end (exclusive),
+    /// negative values counting from the end and clamped as ONNX clamps them.
+    SliceTo {
+        /// The output dims known at import (-1: known per call), checked per call.
+        dims: Vec<i64>,
+    },
+    /// `[x, pads i64 [2r], value?] -> [y]` (ONNX `Pad`, constant mode): `pads` is
+    /// `[begin_0, .., begin_r-1, end_0, .., end_r-1]`, each >= 0; `value` (a scalar of
+    /// x's dtype) fills, 0 without it.
+    PadTo {
+        /// The output dims known at import (-1: known per call), checked per call.
+        dims: Vec<i64>,
+    },
+    /// `[x] -> [x viewed with size-1 dims at the output positions axes]` (sorted).
+    Unsqueeze(Vec<usize>),
+    /// `[x] -> [x viewed without the dims axes]` (sorted; each must have size 1).
+    Squeeze(Vec<usize>),
 }
 
 /// Why a node's attributes are unusable.
@@ -432,6 +513,126 @@ impl GraphOp {
             "ResizeNearest" => fixed(Op::ResizeNearest {
                 scales: a.usizes("scales")?,
             }),
+            "Shape" => fixed(Op::Shape),
+            "Cast" => fixed(Op::Cast(dtype(&mut a, "to")?)),
+            "IntBinary" => fixed(Op::IntBinary(
+                match a.str_opt("op")?.ok_or("missing attribute `op`")? {
+                    "add" => IntOp::Add,
+                    "sub" => IntOp::Sub,
+                    "mul" => IntOp::Mul,
+                    "div" => IntOp::Div,
+                    o => return Err(format!("attribute `op`: `{o}` is not add, sub, mul or div")),
+                },
+            )),
+            "Compare" => fixed(Op::Compare(
+                match a.str_opt("cmp")?.ok_or("missing attribute `cmp`")? {
+                    "eq" => CmpOp::Equal,
+                    "lt" => CmpOp::Less,
+                    "le" => CmpOp::LessOrEqual,
+                    "gt" => CmpOp::Greater,
+                    "ge" => CmpOp::GreaterOrEqual,
+                    c => {
+                        return Err(format!(
+                            "attribute `cmp`: `{c}` is not eq, lt, le, gt or ge"
+                        ))
+                    }
+                },
+            )),
+            "Not" => fixed(Op::Not),
+            "And" => fixed(Op::And),
+            "Where" => fixed(Op::Where),
+            "Expand" => fixed(Op::Expand(a.usizes("shape")?)),
+            "Fill" => fixed(Op::Fill {
+                shape: a.usizes("shape")?,
+                value: a.f64("value")?,
+                dtype: dtype(&mut a, "dtype")?,
+            }),
+            "Range" => fixed(Op::Range {
+                start: a.f64("start")?,
+                delta: a.f64("delta")?,
+                len: a.usize("len")?,
+                dtype: dtype(&mut a, "dtype")?,
+            }),
+            "Gather" => fixed(Op::Gather {
+                axis: a.usize("axis")?,
+            }),
+            "GatherElements" => fixed(Op::GatherElements {
+                axis: a.usize("axis")?,
+            }),
+            "GatherNd" => fixed(Op::GatherNd),
+            "ScatterNd" => fixed(Op::ScatterNd),
+            "CumSum" => fixed(Op::CumSum {
+                axis: a.usize("axis")?,
+                exclusive: a.bool_opt("exclusive")?.unwrap_or(false),
+                reverse: a.bool_opt("reverse")?.unwrap_or(false),
+            }),
+            "Reduce" => fixed(Op::Reduce {
+                kind: match a.str_opt("kind")?.ok_or("missing attribute `kind`")? {
+                    "sum" => ReduceKind::Sum,
+                    "max" => ReduceKind::Max,
+                    "mean" => ReduceKind::Mean,
+                    k => return Err(format!("attribute `kind`: `{k}` is not sum, max or mean")),
+                },
+                axes: a.usizes("axes")?,
+                keepdims: a.bool_opt("keepdims")?.unwrap_or(true),
+            }),
+            "Pad" => {
+                let flat = a.usizes("pads")?;
+                if flat.len() % 2 != 0 {
+                    return Err("attribute `pads` needs [before, after] per dim".into());
+                }
+                fixed(Op::Pad {
+                    pads: flat.chunks(2).map(|c| [c[0], c[1]]).collect(),
+                    value: a.f64_opt("value")?.unwrap_or(0.0),
+                })
+            }
+            "StridedSlice" => fixed(Op::StridedSlice {
+                starts: a.usizes("starts")?,
+                steps: a.ints("steps")?,
+                shape: a.usizes("shape")?,
+            }),
+            "ConvTranspose2d" => fixed(Op::ConvTranspose2d {
+                stride: pair(&mut a, "stride", 1)?,
+                pads: quad(&mut a, "pads")?,
+                dilation: pair(&mut a, "dilation", 1)?,
+                groups: a.usize_opt("groups")?.unwrap_or(1),
+                out_pad: match a.table.get("out_pad") {
+                    None => {
+                        a.used.push("out_pad");
+                        [0, 0]
+                    }
+                    Some(_) => pair(&mut a, "out_pad", 0)?,
+                },
+            }),
+            "Softplus" => fixed(Op::Softplus),
+            "Ceil" => fixed(Op::Ceil),
+            "RandomNormalLike" => fixed(Op::RandomNormalLike {
+                mean: a.f64_opt("mean")?.unwrap_or(0.0) as f32,
+                scale: a.f64_opt("scale")?.unwrap_or(1.0) as f32,
+                seed: a.usize_opt("seed")?.unwrap_or(0) as u64,
+            }),
+            "ReshapeTo" => GraphOp::ReshapeTo {
+                allowzero: a.bool_opt("allowzero")?.unwrap_or(false),
+                dims: a.ints("dims")?,
+            },
+            "ExpandTo" => GraphOp::ExpandTo {
+                dims: a.ints("dims")?,
+            },
+            "ConstantOfShape" => GraphOp::ConstantOfShape {
+                value: a.f64_opt("value")?.unwrap_or(0.0),
+                dtype: dtype(&mut a, "dtype")?,
+                dims: a.ints("dims")?,
+            },
+            "RangeOf" => GraphOp::RangeOf,
+            "NonZero" => GraphOp::NonZero,
+            "SliceTo" => GraphOp::SliceTo {
+                dims: a.ints("dims")?,
+            },
+            "PadTo" => GraphOp::PadTo {
+                dims: a.ints("dims")?,
+            },
+            "Unsqueeze" => GraphOp::Unsqueeze(a.usizes("axes")?),
+            "Squeeze" => GraphOp::Squeeze(a.usizes("axes")?),
             _ => return Ok(None),
         };
         a.finish()?;
@@ -447,7 +648,32 @@ impl GraphOp {
             GraphOp::Rope { .. } => "Rope",
             GraphOp::Sdpa { .. } => "Sdpa",
             GraphOp::KvAppend => "KvAppend",
+            GraphOp::ReshapeTo { .. } => "ReshapeTo",
+            GraphOp::ExpandTo { .. } => "ExpandTo",
+            GraphOp::ConstantOfShape { .. } => "ConstantOfShape",
+            GraphOp::RangeOf => "RangeOf",
+            GraphOp::NonZero => "NonZero",
+            GraphOp::SliceTo { .. } => "SliceTo",
+            GraphOp::PadTo { .. } => "PadTo",
+            GraphOp::Unsqueeze(_) => "Unsqueeze",
+            GraphOp::Squeeze(_) => "Squeeze",
         }
+    }
+
+    /// Whether the op is one of the run-time shape ops bound per call in [`super::bind`].
+    pub fn is_run_time_shape(&self) -> bool {
+        matches!(
+            self,
+            GraphOp::ReshapeTo { .. }
+                | GraphOp::ExpandTo { .. }
+                | GraphOp::ConstantOfShape { .. }
+                | GraphOp::RangeOf
+                | GraphOp::NonZero
+                | GraphOp::SliceTo { .. }
+                | GraphOp::PadTo { .. }
+                | GraphOp::Unsqueeze(_)
+                | GraphOp::Squeeze(_)
+        )
     }
 
     /// The stable tag of [`OP_TAGS`].
@@ -532,8 +758,119 @@ impl GraphOp {
                     );
                 }
                 Op::ResizeNearest { scales } => put("scales", list(scales)),
+                Op::Cast(d) => put("to", toml::Value::String(d.name().into())),
+                Op::IntBinary(k) => {
+                    let o = match k {
+                        IntOp::Add => "add",
+                        IntOp::Sub => "sub",
+                        IntOp::Mul => "mul",
+                        IntOp::Div => "div",
+                    };
+                    put("op", toml::Value::String(o.into()));
+                }
+                Op::Compare(c) => {
+                    let o = match c {
+                        CmpOp::Equal => "eq",
+                        CmpOp::Less => "lt",
+                        CmpOp::LessOrEqual => "le",
+                        CmpOp::Greater => "gt",
+                        CmpOp::GreaterOrEqual => "ge",
+                    };
+                    put("cmp", toml::Value::String(o.into()));
+                }
+                Op::Expand(shape) => put("shape", list(shape)),
+                Op::Fill {
+                    shape,
+                    value,
+                    dtype,
+                } => {
+                    put("shape", list(shape));
+                    put("value", toml::Value::Float(*value));
+                    put("dtype", toml::Value::String(dtype.name().into()));
+                }
+                Op::Range {
+                    start,
+                    delta,
+                    len,
+                    dtype,
+                } => {
+                    put("start", toml::Value::Float(*start));
+                    put("delta", toml::Value::Float(*delta));
+                    put("len", i(*len));
+                    put("dtype", toml::Value::String(dtype.name().into()));
+                }
+                Op::Gather { axis } | Op::GatherElements { axis } => put("axis", i(*axis)),
+                Op::CumSum {
+                    axis,
+                    exclusive,
+                    reverse,
+                } => {
+                    put("axis", i(*axis));
+                    put("exclusive", toml::Value::Boolean(*exclusive));
+                    put("reverse", toml::Value::Boolean(*reverse));
+                }
+                Op::Reduce {
+                    kind,
+                    axes,
+                    keepdims,
+                } => {
+                    let k = match kind {
+                        ReduceKind::Sum => "sum",
+                        ReduceKind::Max => "max",
+                        ReduceKind::Mean => "mean",
+                    };
+                    put("kind", toml::Value::String(k.into()));
+                    put("axes", list(axes));
+                    put("keepdims", toml::Value::Boolean(*keepdims));
+                }
+                Op::Pad { pads, value } => {
+                    let flat: Vec<usize> = pads.iter().flatten().copied().collect();
+                    put("pads", list(&flat));
+                    put("value", toml::Value::Float(*value));
+                }
+                Op::StridedSlice {
+                    starts,
+                    steps,
+                    shape,
+                } => {
+                    put("starts", list(starts));
+                    put("steps", int_list(steps));
+                    put("shape", list(shape));
+                }
+                Op::ConvTranspose2d {
+                    stride,
+                    pads,
+                    dilation,
+                    groups,
+                    out_pad,
+                } => {
+                    put("stride", list(stride));
+                    put("pads", list(pads));
+                    put("dilation", list(dilation));
+                    put("groups", i(*groups));
+                    put("out_pad", list(out_pad));
+                }
+                Op::RandomNormalLike { mean, scale, seed } => {
+                    put("mean", f(*mean));
+                    put("scale", f(*scale));
+                    put("seed", toml::Value::Integer(*seed as i64));
+                }
                 _ => {}
             },
+            GraphOp::ReshapeTo { allowzero, dims } => {
+                put("allowzero", toml::Value::Boolean(*allowzero));
+                put("dims", int_list(dims));
+            }
+            GraphOp::ExpandTo { dims } | GraphOp::SliceTo { dims } | GraphOp::PadTo { dims } => {
+                put("dims", int_list(dims))
+            }
+            GraphOp::ConstantOfShape { value, dtype, dims } => {
+                put("value", toml::Value::Float(*value));
+                put("dtype", toml::Value::String(dtype.name().into()));
+                put("dims", int_list(dims));
+            }
+            GraphOp::RangeOf | GraphOp::NonZero => {}
+            GraphOp::Unsqueeze(axes) | GraphOp::Squeeze(axes) => put("axes", list(axes)),
             GraphOp::Reshape(shape) => put(
                 "shape",
                 toml::Value::Array(shape.iter().map(|&d| toml::Value::Integer(d)).collect()),
@@ -585,6 +922,53 @@ impl GraphOp {
         }
         t
     }
+}
+
+/// A list of integers as a TOML array.
+fn int_list(v: &[i64]) -> toml::Value {
+    toml::Value::Array(v.iter().map(|&x| toml::Value::Integer(x)).collect())
+}
+
+/// A dtype attribute (`f32`, `i64` or `bool`).
+fn dtype(a: &mut Attrs, key: &'static str) -> Result<DType, AttrError> {
+    let name = a
+        .str_opt(key)?
+        .ok_or_else(|| format!("missing attribute `{key}`"))?;
+    DType::from_name(name)
+        .filter(|d| matches!(d, DType::F32 | DType::I64 | DType::Bool))
+        .ok_or_else(|| format!("attribute `{key}`: `{name}` is not f32, i64 or bool"))
+}
+
+/// The `(first index, step, length)` of an ONNX `Slice` of `start..end` by `step` over a
+/// dim of `n` (negative indices count from the end, then clamped as ONNX clamps them).
+pub fn onnx_slice_axis(
+    start: i64,
+    end: i64,
+    step: i64,
+    n: usize,
+) -> Result<(usize, i64, usize), String> {
+    if step == 0 {
+        return Err("Slice step 0".into());
+    }
+    let n = n as i128;
+    let (mut s, mut e, st) = (start as i128, end as i128, step as i128);
+    if s < 0 {
+        s += n;
+    }
+    if e < 0 {
+        e += n;
+    }
+    let (s, e) = if st > 0 {
+        (s.clamp(0, n), e.clamp(0, n))
+    } else {
+        (s.clamp(0, n - 1), e.clamp(-1, n - 1))
+    };
+    let len = if st > 0 {
+        (e - s + st - 1).div_euclid(st).max(0)
+    } else {
+        (s - e + (-st) - 1).div_euclid(-st).max(0)
+    };
+    Ok((if len == 0 { 0 } else { s as usize }, step, len as usize))
 }
 
 /// `Slice` indices resolved against an axis of length `len` (negative from

@@ -53,7 +53,10 @@ pub fn apply<'a>(
     data: Cow<'a, [u8]>,
     choice: QuantChoice,
 ) -> Result<(DType, Cow<'a, [u8]>), ImportError> {
-    let is_int = matches!(dtype, DType::I32 | DType::I8 | DType::U8);
+    let is_int = matches!(
+        dtype,
+        DType::I32 | DType::I8 | DType::U8 | DType::I64 | DType::Bool
+    );
     let wanted = match target(choice) {
         Some(t) if shape.len() >= 2 && !is_int => fit(t, *shape.last().unwrap_or(&1)),
         _ if dtype == DType::BF16 => DType::F32,

@@ -86,7 +86,8 @@ pub fn dequantize_into(
         DType::BF16 => plain::bf16s(bytes, out),
         DType::I32 => plain::i32s(bytes, out),
         DType::I8 => plain::i8s(bytes, out),
-        DType::U8 => plain::u8s(bytes, out),
+        DType::U8 | DType::Bool => plain::u8s(bytes, out),
+        DType::I64 => plain::i64s(bytes, out),
         DType::Ternary => {
             let scale = scale.ok_or(QuantError::MissingScale { dtype })?;
             plain::ternary(bytes, scale, out)

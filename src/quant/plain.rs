@@ -37,6 +37,15 @@ pub fn i32s(bytes: &[u8], out: &mut [f32]) {
     }
 }
 
+/// Little-endian i64 to the nearest f32.
+pub fn i64s(bytes: &[u8], out: &mut [f32]) {
+    for (b, y) in bytes.chunks_exact(8).zip(out.iter_mut()) {
+        let mut v = [0u8; 8];
+        v.copy_from_slice(b);
+        *y = i64::from_le_bytes(v) as f32;
+    }
+}
+
 /// i8 by value.
 pub fn i8s(bytes: &[u8], out: &mut [f32]) {
     for (&b, y) in bytes.iter().zip(out.iter_mut()) {

@@ -16,18 +16,43 @@ pub fn scratch_dir() -> PathBuf {
     scratch::scratch_dir()
 }
 
-/// The terrain UNet `.onnx` fetch-models.sh's `terrain` target unpacks.
-pub fn unet_onnx() -> PathBuf {
+/// File `rel` of the models folder that fetch-models.sh target `target` fills;
+/// a missing file fails the test, naming the fetch command.
+fn fetched(rel: &str, target: &str) -> PathBuf {
     let base = std::env::var_os("CYB_MODELS_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
-    let f = base.join("terrain/terrain_consistency_unet_difficulty100.onnx");
+    let f = base.join(rel);
     assert!(
         f.is_file(),
-        "{} is missing: run scripts/fetch-models.sh terrain (or set CYB_MODELS_DIR) before the tests",
+        "{} is missing: run scripts/fetch-models.sh {target} (or set CYB_MODELS_DIR) before the tests",
         f.display()
     );
     f
+}
+
+/// The terrain UNet `.onnx` fetch-models.sh's `terrain` target unpacks.
+pub fn unet_onnx() -> PathBuf {
+    fetched(
+        "terrain/terrain_consistency_unet_difficulty100.onnx",
+        "terrain",
+    )
+}
+
+/// The Piper VITS voice `.onnx` fetch-models.sh's `piper` target unpacks.
+pub fn piper_onnx() -> PathBuf {
+    fetched("piper/en_US-joe-medium.onnx", "piper")
+}
+
+/// The Piper voice imported once per test binary.
+pub fn piper_model() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = scratch::scratch_dir().join("piper.model");
+        cyb_llm::import::import(&piper_onnx(), &out, &Default::default())
+            .expect("import the Piper voice");
+        out
+    })
 }
 
 /// The UNet imported once per test binary.

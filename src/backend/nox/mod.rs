@@ -128,8 +128,35 @@ fn unary(op: &Op, x: f32) -> f32 {
         Op::Neg => -x,
         Op::Erf => math::erf(x),
         Op::PowScalar(p) => pow_scalar(x, *p),
+        Op::Softplus => x.max(0.0) + math::ln64(1.0 + math::exp(-x.abs()) as f64) as f32,
+        Op::Ceil => x.ceil(),
         _ => x,
     }
+}
+
+/// `n` standard normal draws of nox's own generator: Box-Muller (nox's `ln64` and
+/// `sincos64`) over a SplitMix64 stream started at `seed`, two uniforms in (0, 1]
+/// per pair of draws.
+fn normals(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed;
+    let mut uniform = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(n + 1);
+    while out.len() < n {
+        let (u1, u2) = (uniform(), uniform());
+        let r = (-2.0 * math::ln64(u1)).sqrt();
+        let (sin, cos) = math::sincos64(std::f64::consts::TAU * u2);
+        out.push((r * cos) as f32);
+        out.push((r * sin) as f32);
+    }
+    out.truncate(n);
+    out
 }
 
 /// `x^p` as the reference defines it (`p = 2`: `x * x`, `p = 0.5`: `sqrt x`,
@@ -215,7 +242,10 @@ fn implemented(op: &Op) -> bool {
             | Op::Neg
             | Op::Erf
             | Op::PowScalar(_)
-    )
+            | Op::Softplus
+            | Op::Ceil
+            | Op::ConvTranspose2d { .. }
+    ) || op.is_index_op()
 }
 
 /// `Conv1d` (ops.md) as one fixed-order [`dot`] per output value over the
@@ -600,6 +630,17 @@ impl Backend for NoxBackend {
         let outs = op.infer(&infos)?;
         let name = op.name();
         let shape = outs[0].shape.as_slice();
+        if let Op::RandomNormalLike { mean, scale, seed } = op {
+            let z = normals(*seed, outs[0].numel());
+            return Self::out(shape, z.iter().map(|&v| mean + scale * v).collect());
+        }
+        // Integer, index and data-movement ops are exact; the reference's sums (Reduce,
+        // CumSum, ConvTranspose2d) run in a fixed order on one thread, in f64: the same
+        // bits on every run, thread count and machine.
+        let exact = op.is_index_op() || matches!(op, Op::ConvTranspose2d { .. });
+        if exact || inputs.iter().any(|t| t.as_i64().is_some()) {
+            return crate::backend::cpu::reference::execute(op, inputs);
+        }
         let read = |i: usize| inputs[i].read_f32(name);
         match op {
             Op::Matmul => {

@@ -310,7 +310,12 @@ impl Backend for WgpuBackend {
     }
 
     fn supports(&self, op: &Op, inputs: &[TensorInfo]) -> bool {
-        if op.infer(inputs).is_err() {
+        // Run-time integers and truth values stay on the host.
+        if op.infer(inputs).is_err()
+            || inputs
+                .iter()
+                .any(|i| matches!(i.dtype, DType::I64 | DType::Bool))
+        {
             return false;
         }
         let small = |i: usize| !inputs[i].dtype.is_quantized() && inputs[i].dtype != DType::Ternary;

@@ -6,13 +6,17 @@
 //! - `tensor`: initializer values (raw, typed or external data);
 //! - `translate`: node by node into IR nodes, folding shape arithmetic and
 //!   constant subgraphs;
-//! - `sym`: import-time dimensions (known, or a multiple of a symbolic one).
+//! - `sym`: import-time dimensions (known, or a multiple of a symbolic one);
+//! - `runtime`: integer values known only per call, read back at run time;
+//! - `shape_ops`: ops whose output shape may be known only per call.
 //!
 //! Opsets 13 to 21 of the default domain are read; any other domain, opset
 //! or op is [`ImportError::UnsupportedOp`] naming the node.
 
 mod diffusion;
 pub mod proto;
+mod runtime;
+mod shape_ops;
 mod sym;
 mod tensor;
 mod translate;
@@ -27,7 +31,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 use sym::Sym;
-use translate::{Attr, OnnxNode, Translator};
+use translate::{Attr, OnnxNode, Translator, WeightData};
 
 /// The default-domain opsets this importer reads.
 pub const OPSETS: std::ops::RangeInclusive<i64> = 13..=21;
@@ -101,12 +105,22 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
     });
     let mut writer = ModelWriter::new(name);
     for w in &done.weights {
+        let (dtype, bytes) = match &w.data {
+            WeightData::F32(v) => (
+                crate::dtype::DType::F32,
+                bytemuck::cast_slice(v.as_slice()).to_vec(),
+            ),
+            WeightData::Ints(d, v) if *d == crate::dtype::DType::Bool => {
+                (*d, v.iter().map(|&x| u8::from(x != 0)).collect())
+            }
+            WeightData::Ints(d, v) => (*d, v.iter().flat_map(|x| x.to_le_bytes()).collect()),
+        };
         writer.add_tensor(PendingTensor {
             name: w.name.clone(),
             shape: w.shape.clone(),
-            dtype: crate::dtype::DType::F32,
+            dtype,
             scale: None,
-            data: Cow::Owned(bytemuck::cast_slice(w.data.as_slice()).to_vec()),
+            data: Cow::Owned(bytes),
         })?;
     }
     writer.set_config(&done.config)?;
@@ -156,15 +170,20 @@ pub fn convert(source: &Path, bytes: &[u8]) -> Result<Converted, ImportError> {
                     format!("graph input `{}` is not a tensor", input.name),
                 )
             })?;
-        if tt.elem_type != 1 {
-            return Err(ImportError::Unsupported {
-                path: source.to_path_buf(),
-                reason: format!(
-                    "graph input `{}` has ONNX data type {}; only f32 inputs are supported yet",
-                    input.name, tt.elem_type
-                ),
-            });
-        }
+        let dtype = match tt.elem_type {
+            1 => crate::dtype::DType::F32,
+            7 => crate::dtype::DType::I64,
+            9 => crate::dtype::DType::Bool,
+            t => {
+                return Err(ImportError::Unsupported {
+                    path: source.to_path_buf(),
+                    reason: format!(
+                        "graph input `{}` has ONNX data type {t}; f32, i64 and bool inputs are supported",
+                        input.name
+                    ),
+                })
+            }
+        };
         let dims = tt
             .shape
             .as_ref()
@@ -178,7 +197,7 @@ pub fn convert(source: &Path, bytes: &[u8]) -> Result<Converted, ImportError> {
                 _ => Sym::var(&format!("{}_dim{d}_{i}", input.name)),
             })
             .collect();
-        tr.input(&input.name, dims);
+        tr.input(&input.name, dims, dtype);
     }
     for (index, node) in graph.node.iter().enumerate() {
         let unsupported = |reason: String| ImportError::UnsupportedOp {
@@ -217,7 +236,14 @@ pub fn convert(source: &Path, bytes: &[u8]) -> Result<Converted, ImportError> {
     let outputs: Vec<String> = graph.output.iter().map(|o| o.name.clone()).collect();
     let done = tr.finish(&outputs).map_err(|r| format_err(source, r))?;
 
-    let parameters = done.weights.iter().map(|w| w.data.len() as u64).sum();
+    let parameters = done
+        .weights
+        .iter()
+        .map(|w| match &w.data {
+            WeightData::F32(v) => v.len() as u64,
+            WeightData::Ints(_, v) => v.len() as u64,
+        })
+        .sum();
     let mut extra = toml::Table::new();
     let mut onnx = toml::Table::new();
     onnx.insert("opset".into(), toml::Value::Integer(opset));

@@ -48,14 +48,6 @@ impl Sym {
         self.value().and_then(|v| usize::try_from(v).ok())
     }
 
-    /// The value with every symbolic dimension set to `probe`.
-    pub fn at(&self, probe: i64) -> i64 {
-        match self.var {
-            Some(_) => self.coef.saturating_mul(probe),
-            None => self.coef,
-        }
-    }
-
     /// `self * other`, when at most one of them is symbolic (and no overflow).
     pub fn mul(&self, other: &Sym) -> Option<Sym> {
         match (&self.var, &other.var) {
@@ -83,8 +75,11 @@ impl Sym {
     }
 
     /// `self + other` (or `-` with `sign = -1`), when both are known or
-    /// multiples of the same dimension.
+    /// multiples of the same dimension, or `other` is 0.
     pub fn add(&self, other: &Sym, sign: i64) -> Option<Sym> {
+        if other.value() == Some(0) {
+            return Some(self.clone());
+        }
         match (&self.var, &other.var) {
             (None, None) => Some(Sym::known(
                 self.coef.checked_add(sign.checked_mul(other.coef)?)?,
@@ -104,21 +99,24 @@ impl Sym {
         }
     }
 
+    /// `num` / `den` as products of dims, equal symbolic dims cancelled first
+    /// (`[b, 29, T] / [b, T]` is 29), when the rest divides exactly.
+    pub fn ratio(num: &[Sym], den: &[Sym]) -> Option<Sym> {
+        let mut num = num.to_vec();
+        let mut rest = Vec::with_capacity(den.len());
+        for d in den {
+            match num.iter().position(|n| n == d && d.var.is_some()) {
+                Some(i) => {
+                    num.remove(i);
+                }
+                None => rest.push(d.clone()),
+            }
+        }
+        Sym::product(&num)?.div(&Sym::product(&rest)?)
+    }
+
     /// The product of `dims`, when at most one is symbolic.
     pub fn product(dims: &[Sym]) -> Option<Sym> {
         dims.iter().try_fold(Sym::known(1), |acc, d| acc.mul(d))
-    }
-
-    /// The dimension two probes of an op's shape rule gave (every symbolic
-    /// dimension set to 3, then 5): known when equal, else `coef * var`.
-    pub fn from_probes(a: usize, b: usize, var: &str) -> Option<Sym> {
-        if a == b {
-            return Some(Sym::known(a as i64));
-        }
-        let coef = (b as i64).checked_sub(a as i64)? / 2;
-        (coef > 0 && coef.checked_mul(3) == Some(a as i64)).then(|| Sym {
-            coef,
-            var: Some(var.to_string()),
-        })
     }
 }

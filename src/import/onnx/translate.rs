@@ -15,9 +15,9 @@
 
 use super::sym::Sym;
 use crate::backend::cpu::reference;
-use crate::backend::{Op, Tensor, TensorInfo};
+use crate::backend::{CmpOp, IntOp, Op, ReduceKind, Tensor, TensorInfo};
 use crate::dtype::DType;
-use crate::graph::{GraphDoc, InputDecl, NodeDecl};
+use crate::graph::{GraphDoc, GraphOp, InputDecl, NodeDecl};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -25,7 +25,7 @@ use std::sync::Arc;
 const MAX_DIM: usize = 1 << 31;
 
 /// An f32 constant's shape and values.
-type Constant = (Vec<usize>, Arc<Vec<f32>>);
+pub(super) type Constant = (Vec<usize>, Arc<Vec<f32>>);
 
 /// What the importer knows of one ONNX value.
 #[derive(Debug, Clone)]
@@ -37,15 +37,27 @@ pub enum Val {
         shape: Vec<usize>,
         data: Arc<Vec<f32>>,
     },
-    /// A run-time f32 value: its IR name and symbolic shape.
-    Dyn { name: String, shape: Vec<Sym> },
+    /// A run-time value: its IR name, symbolic shape and encoding (f32, i64, bool).
+    Dyn {
+        name: String,
+        shape: Vec<Sym>,
+        dtype: DType,
+    },
+}
+
+/// The values of a constant the IR reads.
+pub enum WeightData {
+    /// f32 values.
+    F32(Arc<Vec<f32>>),
+    /// i64 or bool values (bool as 0 / 1).
+    Ints(DType, Vec<i64>),
 }
 
 /// A constant the IR reads: becomes a tensor of the weights section.
 pub struct WeightOut {
     pub name: String,
     pub shape: Vec<usize>,
-    pub data: Arc<Vec<f32>>,
+    pub data: WeightData,
 }
 
 /// The translation: the graph section and the tensors it reads.
@@ -77,7 +89,7 @@ pub struct OnnxNode<'a> {
 }
 
 impl OnnxNode<'_> {
-    fn int(&self, key: &str, default: i64) -> Result<i64, Why> {
+    pub(super) fn int(&self, key: &str, default: i64) -> Result<i64, Why> {
         match self.attrs.get(key) {
             None => Ok(default),
             Some(Attr::Int(i)) => Ok(*i),
@@ -85,7 +97,7 @@ impl OnnxNode<'_> {
         }
     }
 
-    fn float(&self, key: &str, default: f32) -> Result<f32, Why> {
+    pub(super) fn float(&self, key: &str, default: f32) -> Result<f32, Why> {
         match self.attrs.get(key) {
             None => Ok(default),
             Some(Attr::Float(f)) => Ok(*f),
@@ -93,7 +105,7 @@ impl OnnxNode<'_> {
         }
     }
 
-    fn string(&self, key: &str, default: &str) -> Result<String, Why> {
+    pub(super) fn string(&self, key: &str, default: &str) -> Result<String, Why> {
         match self.attrs.get(key) {
             None => Ok(default.to_string()),
             Some(Attr::Str(s)) => Ok(s.clone()),
@@ -101,7 +113,7 @@ impl OnnxNode<'_> {
         }
     }
 
-    fn ints(&self, key: &str) -> Result<Option<Vec<i64>>, Why> {
+    pub(super) fn ints(&self, key: &str) -> Result<Option<Vec<i64>>, Why> {
         match self.attrs.get(key) {
             None => Ok(None),
             Some(Attr::Ints(v)) => Ok(Some(v.clone())),
@@ -112,14 +124,14 @@ impl OnnxNode<'_> {
     }
 
     /// Input `i`, when present (ONNX marks a skipped optional input with `""`).
-    fn input(&self, i: usize) -> Option<&str> {
+    pub(super) fn input(&self, i: usize) -> Option<&str> {
         self.inputs
             .get(i)
             .map(String::as_str)
             .filter(|s| !s.is_empty())
     }
 
-    fn output(&self, i: usize) -> Result<&str, Why> {
+    pub(super) fn output(&self, i: usize) -> Result<&str, Why> {
         self.outputs
             .get(i)
             .map(String::as_str)
@@ -129,19 +141,31 @@ impl OnnxNode<'_> {
 
 /// The translation state.
 pub struct Translator {
-    vals: HashMap<String, Val>,
+    pub(super) vals: HashMap<String, Val>,
     /// ONNX value name -> name of its tensor in the weights section.
     emitted: HashMap<String, String>,
-    weights: Vec<WeightOut>,
+    pub(super) weights: Vec<WeightOut>,
     nodes: Vec<NodeDecl>,
     inputs: Vec<InputDecl>,
-    /// The symbolic dimension names of the inputs (the first is used when
-    /// reading an op's shape rule back from its probes).
-    vars: Vec<String>,
-    fresh: usize,
+    pub(super) fresh: usize,
+    /// Where each symbolic value (input dims, run-time dims and integers) is read at run time.
+    pub(super) sources: HashMap<String, VarSrc>,
+    /// IR value -> the IR value of its `Shape`.
+    pub(super) shape_nodes: HashMap<String, String>,
+    /// Integer constants already written: (dtype, shape, values) -> weight name.
+    pub(super) int_consts: HashMap<(DType, Vec<usize>, Vec<i64>), String>,
 }
 
-fn normalize_axis(axis: i64, rank: usize) -> Result<usize, Why> {
+/// Where the run-time value of a symbolic dimension or integer is read.
+#[derive(Debug, Clone)]
+pub(super) enum VarSrc {
+    /// Dimension `axis` of an IR value.
+    Dim(String, usize),
+    /// Element `i` of a 1-D i64 IR value.
+    Elem(String, usize),
+}
+
+pub(super) fn normalize_axis(axis: i64, rank: usize) -> Result<usize, Why> {
     let r = rank as i64;
     let a = if axis < 0 { axis + r } else { axis };
     if (0..r.max(1)).contains(&a) {
@@ -161,12 +185,12 @@ fn known_dims(shape: &[Sym], what: &str) -> Result<Vec<usize>, Why> {
         .collect()
 }
 
-fn syms(dims: &[usize]) -> Vec<Sym> {
+pub(super) fn syms(dims: &[usize]) -> Vec<Sym> {
     dims.iter().map(|&d| Sym::known(d as i64)).collect()
 }
 
 /// NumPy broadcast of two symbolic shapes.
-fn broadcast(a: &[Sym], b: &[Sym]) -> Result<Vec<Sym>, Why> {
+pub(super) fn broadcast(a: &[Sym], b: &[Sym]) -> Result<Vec<Sym>, Why> {
     let rank = a.len().max(b.len());
     let one = Sym::known(1);
     (0..rank)
@@ -201,25 +225,27 @@ impl Translator {
             weights: Vec::new(),
             nodes: Vec::new(),
             inputs: Vec::new(),
-            vars: Vec::new(),
             fresh: 0,
+            sources: HashMap::new(),
+            shape_nodes: HashMap::new(),
+            int_consts: HashMap::new(),
         }
     }
 
-    /// Declares graph input `name`: f32 with dims known or symbolic (`None` dim names
-    /// an unknown dimension, which becomes a symbolic one of its own).
-    pub fn input(&mut self, name: &str, dims: Vec<Sym>) {
-        for d in &dims {
+    /// Declares graph input `name` of `dtype` (f32, i64 or bool) with dims known or
+    /// symbolic (`None` dim names an unknown dimension, which becomes a symbolic one of its own).
+    pub fn input(&mut self, name: &str, dims: Vec<Sym>, dtype: DType) {
+        for (axis, d) in dims.iter().enumerate() {
             if let Some(v) = &d.var {
-                if !self.vars.contains(v) {
-                    self.vars.push(v.clone());
-                }
+                self.sources
+                    .entry(v.clone())
+                    .or_insert_with(|| VarSrc::Dim(name.to_string(), axis));
             }
         }
         let shape = dims.iter().map(|d| d.value().unwrap_or(-1)).collect();
         self.inputs.push(InputDecl {
             name: name.to_string(),
-            dtype: "f32".into(),
+            dtype: dtype.name().into(),
             shape,
         });
         self.vals.insert(
@@ -227,6 +253,7 @@ impl Translator {
             Val::Dyn {
                 name: name.to_string(),
                 shape: dims,
+                dtype,
             },
         );
     }
@@ -238,8 +265,8 @@ impl Translator {
             match self.vals.get(o).cloned() {
                 // An output that is another value under a new name (Identity, a folded
                 // reshape) gets a view node of its own name, so the caller finds it by name.
-                Some(Val::Dyn { name, shape }) if name != *o => {
-                    let alias = Val::Dyn { name, shape: shape.clone() };
+                Some(Val::Dyn { name, shape, dtype }) if name != *o => {
+                    let alias = Val::Dyn { name, shape: shape.clone(), dtype };
                     let tmp = self.fresh_name(o);
                     self.set(&tmp, alias);
                     self.vals.remove(o);
@@ -267,23 +294,23 @@ impl Translator {
         })
     }
 
-    fn val(&self, name: &str) -> Result<&Val, Why> {
+    pub(super) fn val(&self, name: &str) -> Result<&Val, Why> {
         self.vals.get(name).ok_or_else(|| {
             format!("input `{name}` is not a graph input, initializer or earlier output")
         })
     }
 
-    fn set(&mut self, name: &str, v: Val) {
+    pub(super) fn set(&mut self, name: &str, v: Val) {
         self.vals.insert(name.to_string(), v);
     }
 
-    fn fresh_name(&mut self, base: &str) -> String {
+    pub(super) fn fresh_name(&mut self, base: &str) -> String {
         self.fresh += 1;
         format!("{base}::{}", self.fresh)
     }
 
     /// The symbolic shape of a value.
-    fn shape_of(&self, name: &str) -> Result<Vec<Sym>, Why> {
+    pub(super) fn shape_of(&self, name: &str) -> Result<Vec<Sym>, Why> {
         Ok(match self.val(name)? {
             Val::Ints { shape, .. } | Val::Floats { shape, .. } => syms(shape),
             Val::Dyn { shape, .. } => shape.clone(),
@@ -292,7 +319,7 @@ impl Translator {
 
     /// The IR name of an f32 operand: a run-time value, or a constant written
     /// to the weights section (once).
-    fn operand(&mut self, name: &str) -> Result<String, Why> {
+    pub(super) fn operand(&mut self, name: &str) -> Result<String, Why> {
         match self.val(name)?.clone() {
             Val::Dyn { name, .. } => Ok(name),
             Val::Floats { shape, data } => {
@@ -303,32 +330,16 @@ impl Translator {
                 self.weights.push(WeightOut {
                     name: w.clone(),
                     shape,
-                    data,
+                    data: WeightData::F32(data),
                 });
                 self.emitted.insert(name.to_string(), w.clone());
                 Ok(w)
             }
-            Val::Ints { shape, data } => {
-                let values = data
-                    .iter()
-                    .map(|d| d.value().map(|v| v as f32))
-                    .collect::<Option<Vec<f32>>>()
-                    .ok_or_else(|| {
-                        format!("integer value `{name}` depends on a symbolic dimension and is read as data; run-time integer tensors are not supported yet")
-                    })?;
-                self.set(
-                    name,
-                    Val::Floats {
-                        shape,
-                        data: Arc::new(values),
-                    },
-                );
-                self.operand(name)
-            }
+            Val::Ints { shape, data } => self.materialize(&data, &shape),
         }
     }
 
-    fn ints_of(&self, name: &str) -> Result<(Vec<usize>, Vec<Sym>), Why> {
+    pub(super) fn ints_of(&self, name: &str) -> Result<(Vec<usize>, Vec<Sym>), Why> {
         match self.val(name)? {
             Val::Ints { shape, data } => Ok((shape.clone(), data.clone())),
             Val::Floats { shape, data } => Ok((
@@ -336,12 +347,12 @@ impl Translator {
                 data.iter().map(|&f| Sym::known(f as i64)).collect(),
             )),
             Val::Dyn { .. } => Err(format!(
-                "`{name}` must be known at import (a constant or shape arithmetic); run-time integer tensors are not supported yet"
+                "`{name}` must be known at import (a constant or shape arithmetic) here"
             )),
         }
     }
 
-    fn known_ints(&self, name: &str) -> Result<Vec<i64>, Why> {
+    pub(super) fn known_ints(&self, name: &str) -> Result<Vec<i64>, Why> {
         self.ints_of(name)?
             .1
             .iter()
@@ -353,7 +364,7 @@ impl Translator {
             .collect()
     }
 
-    fn floats_of(&self, name: &str) -> Option<Constant> {
+    pub(super) fn floats_of(&self, name: &str) -> Option<Constant> {
         match self.vals.get(name)? {
             Val::Floats { shape, data } => Some((shape.clone(), data.clone())),
             Val::Ints { shape, data } => {
@@ -365,71 +376,142 @@ impl Translator {
         }
     }
 
-    fn scalar_f32(&self, name: &str) -> Result<f32, Why> {
+    pub(super) fn scalar_f32(&self, name: &str) -> Result<f32, Why> {
         match self.floats_of(name) {
             Some((_, d)) if d.len() == 1 => Ok(d[0]),
             _ => Err(format!("`{name}` must be a constant scalar")),
         }
     }
 
-    /// Output shapes of backend `op` on symbolic inputs, read back from two probes.
-    fn infer(&self, op: &Op, ins: &[Vec<Sym>]) -> Result<Vec<Vec<Sym>>, Why> {
-        let var = self.vars.first().cloned().unwrap_or_default();
-        let mut runs = Vec::new();
-        for probe in [3i64, 5] {
+    /// Output shapes and encodings of backend `op` on symbolic inputs of `dtypes`,
+    /// read back from probes: every symbolic dimension 3, then 5, then each one
+    /// alone 7. A dimension that differs between the first two is `c * v` when
+    /// exactly one symbolic dimension `v` moves it (a probe that fails means two
+    /// symbolic dimensions must be equal, and is left out); `None` otherwise.
+    fn infer(
+        &self,
+        op: &Op,
+        ins: &[Vec<Sym>],
+        dtypes: &[DType],
+    ) -> Result<Vec<(Vec<Option<Sym>>, DType)>, Why> {
+        let run = |value: &dyn Fn(&str) -> i64| -> Result<Vec<TensorInfo>, Why> {
             let infos = ins
                 .iter()
-                .map(|s| {
+                .zip(dtypes)
+                .map(|(s, &dtype)| {
                     let dims = s
                         .iter()
-                        .map(|d| match usize::try_from(d.at(probe)) {
-                            Ok(n) if n <= MAX_DIM => Ok(n),
-                            Ok(_) => Err(format!("dimension {d} is larger than {MAX_DIM}")),
-                            Err(_) => Err(format!("negative dimension {d}")),
+                        .map(|d| {
+                            let v = match &d.var {
+                                Some(v) => d.coef.saturating_mul(value(v)),
+                                None => d.coef,
+                            };
+                            match usize::try_from(v) {
+                                Ok(n) if n <= MAX_DIM => Ok(n),
+                                Ok(_) => Err(format!("dimension {d} is larger than {MAX_DIM}")),
+                                Err(_) => Err(format!("negative dimension {d}")),
+                            }
                         })
                         .collect::<Result<Vec<_>, _>>()?;
-                    Ok(TensorInfo::new(&dims, DType::F32))
+                    Ok(TensorInfo::new(&dims, dtype))
                 })
                 .collect::<Result<Vec<_>, Why>>()?;
-            runs.push(op.infer(&infos).map_err(|e| e.to_string())?);
-        }
-        runs[0]
+            op.infer(&infos).map_err(|e| e.to_string())
+        };
+        let a = run(&|_| 3)?;
+        let b = run(&|_| 5)?;
+        let mut vars: Vec<&str> = ins
             .iter()
-            .zip(&runs[1])
-            .map(|(a, b)| {
-                a.shape
+            .flatten()
+            .filter_map(|d| d.var.as_deref())
+            .collect();
+        vars.sort_unstable();
+        vars.dedup();
+        let alone: Vec<(&str, Vec<TensorInfo>)> = vars
+            .iter()
+            .filter_map(|&v| run(&|w| if w == v { 7 } else { 3 }).ok().map(|r| (v, r)))
+            .collect();
+        Ok(a.iter()
+            .zip(&b)
+            .enumerate()
+            .map(|(o, (x, y))| {
+                let dims = x
+                    .shape
                     .iter()
-                    .zip(&b.shape)
-                    .map(|(&x, &y)| {
-                        Sym::from_probes(x, y, &var).ok_or_else(|| {
-                            format!("an output dimension of {} is not a multiple of `{var}` ({x} at {var}=3, {y} at {var}=5)", op.name())
-                        })
+                    .zip(&y.shape)
+                    .enumerate()
+                    .map(|(k, (&p, &q))| {
+                        if p == q {
+                            return Some(Sym::known(p as i64));
+                        }
+                        let coef = (q as i64 - p as i64) / 2;
+                        if coef <= 0 || coef * 3 != p as i64 {
+                            return None;
+                        }
+                        let moved: Vec<(&str, usize)> = alone
+                            .iter()
+                            .filter_map(|(v, r)| {
+                                let d = r.get(o)?.shape.get(k).copied()?;
+                                (d != p).then_some((*v, d))
+                            })
+                            .collect();
+                        match moved.as_slice() {
+                            [(v, d)] if *d as i64 == 7 * coef => Some(Sym {
+                                coef,
+                                var: Some(v.to_string()),
+                            }),
+                            _ => None,
+                        }
                     })
-                    .collect()
+                    .collect();
+                (dims, x.dtype)
             })
-            .collect()
+            .collect())
+    }
+
+    /// The encoding of an ONNX value: f32 constants, i64 integers, run-time values' own.
+    pub(super) fn dtype_of(&self, name: &str) -> Result<DType, Why> {
+        Ok(match self.val(name)? {
+            Val::Floats { .. } => DType::F32,
+            Val::Ints { .. } => DType::I64,
+            Val::Dyn { dtype, .. } => *dtype,
+        })
+    }
+
+    /// The value of an ONNX value known at import, as a tensor.
+    pub(super) fn const_tensor(&self, name: &str) -> Option<Tensor> {
+        match self.vals.get(name)? {
+            Val::Floats { shape, data } => Tensor::from_f32(shape, data.to_vec()).ok(),
+            Val::Ints { shape, data } => {
+                let v: Option<Vec<i64>> = data.iter().map(Sym::value).collect();
+                Tensor::from_i64(shape, v?).ok()
+            }
+            Val::Dyn { .. } => None,
+        }
     }
 
     /// Applies backend `op` to the ONNX values `ins`, naming the results `outs`:
-    /// folded with the reference ops when every input is a constant, else IR nodes.
-    fn apply(&mut self, op: Op, ins: &[&str], outs: &[&str]) -> Result<(), Why> {
-        let consts: Option<Vec<Constant>> = ins.iter().map(|n| self.floats_of(n)).collect();
-        if let Some(consts) = consts {
-            let tensors = consts
-                .iter()
-                .map(|(s, d)| Tensor::from_f32(s, d.to_vec()))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|e| e.to_string())?;
+    /// folded with the reference ops when every input is known at import, else IR nodes.
+    pub(super) fn apply(&mut self, op: Op, ins: &[&str], outs: &[&str]) -> Result<(), Why> {
+        if self.fold_moves(&op, ins, outs)? {
+            return Ok(());
+        }
+        let consts: Option<Vec<Tensor>> = ins.iter().map(|n| self.const_tensor(n)).collect();
+        if let Some(tensors) = consts {
             let results = reference::execute(&op, &tensors).map_err(|e| e.to_string())?;
             for (name, t) in outs.iter().zip(results) {
-                let data = t.read_f32("fold").map_err(|e| e.to_string())?.to_vec();
-                self.set(
-                    name,
-                    Val::Floats {
-                        shape: t.shape().to_vec(),
-                        data: Arc::new(data),
+                let shape = t.shape().to_vec();
+                let v = match t.as_i64() {
+                    Some(v) => Val::Ints {
+                        shape,
+                        data: v.iter().map(|&x| Sym::known(x)).collect(),
                     },
-                );
+                    None => Val::Floats {
+                        shape,
+                        data: Arc::new(t.read_f32("fold").map_err(|e| e.to_string())?.to_vec()),
+                    },
+                };
+                self.set(name, v);
             }
             return Ok(());
         }
@@ -437,55 +519,77 @@ impl Translator {
             .iter()
             .map(|n| self.shape_of(n))
             .collect::<Result<Vec<_>, _>>()?;
-        let out_shapes = self.infer(&op, &shapes)?;
+        let dtypes = ins
+            .iter()
+            .map(|n| self.dtype_of(n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let inferred = self.infer(&op, &shapes, &dtypes)?;
         let operands = ins
             .iter()
             .map(|n| self.operand(n))
             .collect::<Result<Vec<_>, _>>()?;
         // The IR writes a slice as the graph op (its indices in attributes).
         let gop = match op {
-            Op::Slice { axis, start, end } => crate::graph::GraphOp::Slice {
+            Op::Slice { axis, start, end } => GraphOp::Slice {
                 axis,
                 start: start as i64,
                 end: Some(end as i64),
             },
-            op => crate::graph::GraphOp::Fixed(op),
+            op => GraphOp::Fixed(op),
         };
-        self.push_node(gop.name(), gop.attrs(), operands, outs, out_shapes);
+        self.emit(&gop, operands, outs, inferred);
         Ok(())
     }
 
-    fn push_node(
+    /// Writes IR node `gop` over the IR values `inputs`, defining the ONNX values
+    /// `outs` with the given dims (`None`: a new symbolic dimension read at run time)
+    /// and encodings.
+    pub(super) fn emit(
         &mut self,
-        op: &str,
-        attrs: toml::Table,
+        gop: &crate::graph::GraphOp,
         inputs: Vec<String>,
         outs: &[&str],
-        shapes: Vec<Vec<Sym>>,
+        outputs: Vec<(Vec<Option<Sym>>, DType)>,
     ) {
         let id = self.nodes.len();
         self.nodes.push(NodeDecl {
             id,
-            op: op.to_string(),
+            op: gop.name().to_string(),
             inputs,
             outputs: outs.iter().map(|s| s.to_string()).collect(),
-            attrs,
+            attrs: gop.attrs(),
             backend_hint: None,
         });
-        for (name, shape) in outs.iter().zip(shapes) {
+        for (name, (dims, dtype)) in outs.iter().zip(outputs) {
+            let shape = dims
+                .into_iter()
+                .enumerate()
+                .map(|(axis, d)| {
+                    d.unwrap_or_else(|| self.fresh_var(VarSrc::Dim(name.to_string(), axis)))
+                })
+                .collect();
             self.set(
                 name,
                 Val::Dyn {
                     name: name.to_string(),
                     shape,
+                    dtype,
                 },
             );
         }
     }
 
-    /// `x` viewed as `target` (same element count; symbolic dims allowed, at
-    /// most one of them).
-    fn reshape(&mut self, x: &str, target: Vec<Sym>, out: &str) -> Result<(), Why> {
+    /// A new symbolic value read at run time from `src`.
+    pub(super) fn fresh_var(&mut self, src: VarSrc) -> Sym {
+        self.fresh += 1;
+        let name = format!("?{}", self.fresh);
+        self.sources.insert(name.clone(), src);
+        Sym::var(&name)
+    }
+
+    /// `x` viewed as `target` (same element count; symbolic dims allowed: with
+    /// more than one, the target is computed at run time).
+    pub(super) fn reshape(&mut self, x: &str, target: Vec<Sym>, out: &str) -> Result<(), Why> {
         match self.val(x)?.clone() {
             Val::Ints { data, .. } => {
                 let shape = known_dims(&target, "reshape of an integer constant")?;
@@ -495,20 +599,172 @@ impl Translator {
                 let shape = known_dims(&target, "reshape of a constant")?;
                 self.set(out, Val::Floats { shape, data });
             }
-            Val::Dyn { name, .. } => {
-                if target.iter().filter(|d| d.var.is_some()).count() > 1 {
-                    return Err(format!(
-                        "reshape to {target:?} has more than one symbolic dimension"
-                    ));
-                }
-                let ir: Vec<toml::Value> = target
-                    .iter()
-                    .map(|d| toml::Value::Integer(d.value().unwrap_or(-1)))
-                    .collect();
-                let mut attrs = toml::Table::new();
-                attrs.insert("shape".into(), toml::Value::Array(ir));
-                self.push_node("Reshape", attrs, vec![name], &[out], vec![target]);
+            Val::Dyn { name, dtype, .. } => {
+                let dims: Vec<i64> = target.iter().map(|d| d.value().unwrap_or(-1)).collect();
+                let (gop, inputs) = if target.iter().filter(|d| d.var.is_some()).count() <= 1 {
+                    (GraphOp::Reshape(dims), vec![name])
+                } else {
+                    let spec = self.materialize(&target, &[target.len()])?;
+                    let gop = GraphOp::ReshapeTo {
+                        allowzero: true,
+                        dims,
+                    };
+                    (gop, vec![name, spec])
+                };
+                let outputs = vec![(target.into_iter().map(Some).collect(), dtype)];
+                self.emit(&gop, inputs, &[out], outputs);
             }
+        }
+        Ok(())
+    }
+
+    /// The target of ONNX `Reshape(x, spec)` when import-time values settle it.
+    fn reshape_target(&self, x: &str, spec: &str, allowzero: bool) -> Result<Vec<Sym>, Why> {
+        let shape = self.shape_of(x)?;
+        let (_, spec) = self.ints_of(spec)?;
+        if spec.iter().any(|d| self.is_run_time_value(d)) {
+            return Err("the shape holds values known only per call".into());
+        }
+        let mut target = Vec::with_capacity(spec.len());
+        let mut infer_at = None;
+        for (i, d) in spec.iter().enumerate() {
+            match d.value() {
+                Some(0) if !allowzero => target.push(shape.get(i).cloned().ok_or_else(|| {
+                    format!("Reshape copies dim {i} of a rank-{} input", shape.len())
+                })?),
+                Some(-1) => {
+                    if infer_at.replace(i).is_some() {
+                        return Err("Reshape shape has two -1".into());
+                    }
+                    target.push(Sym::known(1));
+                }
+                Some(v) if v < 0 => return Err(format!("Reshape shape has {v}")),
+                _ => target.push(d.clone()),
+            }
+        }
+        if let Some(i) = infer_at {
+            let mut others = target.clone();
+            others.remove(i);
+            target[i] = Sym::ratio(&shape, &others)
+                .ok_or_else(|| format!("Reshape: the -1 of {spec:?} for {shape:?} is not known"))?;
+        }
+        Ok(target)
+    }
+
+    /// Whether symbolic value `d` is an integer read from a run-time vector (any
+    /// value, not a dimension).
+    pub(super) fn is_run_time_value(&self, d: &Sym) -> bool {
+        d.var
+            .as_ref()
+            .is_some_and(|v| matches!(self.sources.get(v), Some(VarSrc::Elem(..))))
+    }
+
+    /// ONNX `Reshape(x, spec)` resolved per call (`ReshapeTo`).
+    fn reshape_to(&mut self, x: &str, spec: &str, allowzero: bool, out: &str) -> Result<(), Why> {
+        let shape = self.shape_of(x)?;
+        let rank = self
+            .shape_of(spec)?
+            .first()
+            .and_then(Sym::dim)
+            .ok_or("Reshape shape of unknown length")?;
+        let known: Vec<Option<Sym>> = match self.ints_of(spec) {
+            Ok((_, v)) => v
+                .iter()
+                .enumerate()
+                .map(|(i, d)| match d.value() {
+                    Some(0) if !allowzero => shape.get(i).cloned(),
+                    Some(v) if v > 0 => Some(d.clone()),
+                    None if !self.is_run_time_value(d) => Some(d.clone()),
+                    _ => None,
+                })
+                .collect(),
+            Err(_) => vec![None; rank],
+        };
+        let dims = known
+            .iter()
+            .map(|d| d.as_ref().and_then(Sym::value).unwrap_or(-1))
+            .collect();
+        let dtype = self.dtype_of(x)?;
+        let xi = self.any_operand(x)?;
+        let si = self.int_operand(spec, DType::I64)?;
+        self.emit_shape_op(
+            GraphOp::ReshapeTo { allowzero, dims },
+            vec![xi, si],
+            out,
+            known,
+            dtype,
+        )
+    }
+
+    /// ONNX `Slice` with indices known at import (steps of 1).
+    fn slice_static(&mut self, n: &OnnxNode, out0: &str) -> Result<(), Why> {
+        let in0 = || n.input(0).ok_or_else(|| "needs input 0".to_string());
+        let x = in0()?;
+        let shape = self.shape_of(x)?;
+        let starts = self.known_ints(n.input(1).ok_or("Slice needs starts")?)?;
+        let ends = self.known_ints(n.input(2).ok_or("Slice needs ends")?)?;
+        let axes = match n.input(3) {
+            Some(a) => self.known_ints(a)?,
+            None => (0..starts.len() as i64).collect(),
+        };
+        if starts.len() != axes.len() || ends.len() != axes.len() {
+            return Err(format!(
+                "Slice has {} starts and {} ends for {} axes",
+                starts.len(),
+                ends.len(),
+                axes.len()
+            ));
+        }
+        if let Some(s) = n.input(4) {
+            if self.known_ints(s)?.iter().any(|&s| s != 1) {
+                return Err("Slice with steps other than 1 is not supported yet".into());
+            }
+        }
+        if let Val::Ints { shape: s, data } = self.val(x)?.clone() {
+            if s.len() == 1 && axes.len() == 1 {
+                let len = data.len() as i64;
+                let (b, e) =
+                    crate::graph::ops::slice_range(starts[0], Some(ends[0].min(len)), len as usize);
+                let part = data[b..e].to_vec();
+                self.set(
+                    out0,
+                    Val::Ints {
+                        shape: vec![part.len()],
+                        data: part,
+                    },
+                );
+                return Ok(());
+            }
+        }
+        let mut cur = x.to_string();
+        for (k, &a) in axes.iter().enumerate() {
+            let axis = normalize_axis(a, shape.len())?;
+            let len = shape
+                .get(axis)
+                .ok_or("Slice axis beyond the input's rank")?
+                .dim()
+                .ok_or("Slice along a symbolic axis")?;
+            let end = ends[k].clamp(-(len as i64) - 1, len as i64);
+            let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
+            let next = if k + 1 == axes.len() {
+                out0.to_string()
+            } else {
+                self.fresh_name(out0)
+            };
+            self.apply(
+                Op::Slice {
+                    axis,
+                    start: b,
+                    end: e,
+                },
+                &[&cur],
+                &[&next],
+            )?;
+            cur = next;
+        }
+        if axes.is_empty() {
+            let v = self.val(x)?.clone();
+            self.set(out0, v);
         }
         Ok(())
     }
@@ -562,26 +818,52 @@ impl Translator {
             }
             "Cast" => {
                 let to = n.int("to", 1)?;
-                match (self.val(in0()?)?.clone(), to) {
-                    (v @ Val::Dyn { .. }, 1) => self.set(out0, v),
-                    (Val::Dyn { .. }, t) => {
-                        return Err(format!("Cast of a run-time value to data type {t}: run-time integer tensors are not supported yet"))
-                    }
-                    (Val::Ints { shape, data }, 1) => {
-                        let f = data
+                let x = in0()?;
+                let want = super::runtime::onnx_dtype(to)?;
+                match (self.val(x)?.clone(), want) {
+                    (v @ Val::Dyn { .. }, w) if self.dtype_of(x)? == w => self.set(out0, v),
+                    (Val::Dyn { .. }, w) => self.apply(Op::Cast(w), &[x], &[out0])?,
+                    (Val::Ints { shape, data }, DType::F32) => {
+                        match data
                             .iter()
                             .map(|d| d.value().map(|v| v as f32))
                             .collect::<Option<Vec<_>>>()
-                            .ok_or("Cast of a symbolic value to float")?;
-                        self.set(out0, Val::Floats { shape, data: Arc::new(f) });
+                        {
+                            Some(f) => self.set(
+                                out0,
+                                Val::Floats {
+                                    shape,
+                                    data: Arc::new(f),
+                                },
+                            ),
+                            None => self.apply(Op::Cast(DType::F32), &[x], &[out0])?,
+                        }
+                    }
+                    (Val::Ints { shape, data }, DType::Bool)
+                        if data.iter().all(|d| d.value().is_some()) =>
+                    {
+                        let data = data
+                            .iter()
+                            .map(|d| Sym::known((d.value() != Some(0)) as i64))
+                            .collect();
+                        self.set(out0, Val::Ints { shape, data });
+                    }
+                    (Val::Ints { .. }, DType::Bool) => {
+                        self.apply(Op::Cast(DType::Bool), &[x], &[out0])?
                     }
                     (v @ Val::Ints { .. }, _) => self.set(out0, v),
-                    (v @ Val::Floats { .. }, 1) => self.set(out0, v),
+                    (v @ Val::Floats { .. }, DType::F32) => self.set(out0, v),
                     (Val::Floats { shape, data }, t) => {
-                        let bool_like = t == 9;
+                        let bool_like = t == DType::Bool;
                         let ints = data
                             .iter()
-                            .map(|&f| Sym::known(if bool_like { (f != 0.0) as i64 } else { f as i64 }))
+                            .map(|&f| {
+                                Sym::known(if bool_like {
+                                    (f != 0.0) as i64
+                                } else {
+                                    f as i64
+                                })
+                            })
                             .collect();
                         self.set(out0, Val::Ints { shape, data: ints });
                     }
@@ -622,7 +904,24 @@ impl Translator {
                         None => (0..rank).filter(|&i| shape[i] == Sym::known(1)).collect(),
                     };
                     for &d in &drop {
-                        if shape[d] != Sym::known(1) {
+                        if shape[d].var.is_some() {
+                            if let Val::Dyn { name, dtype, .. } = self.val(x)?.clone() {
+                                let mut axes = drop.clone();
+                                axes.sort_unstable();
+                                let dims = (0..rank)
+                                    .filter(|i| !axes.contains(i))
+                                    .map(|i| Some(shape[i].clone()))
+                                    .collect();
+                                return self.emit_shape_op(
+                                    GraphOp::Squeeze(axes),
+                                    vec![name],
+                                    out0,
+                                    dims,
+                                    dtype,
+                                );
+                            }
+                        }
+                        if shape[d] != Sym::known(1) && shape[d].var.is_none() {
                             return Err(format!("Squeeze of axis {d}, of size {}", shape[d]));
                         }
                     }
@@ -637,38 +936,12 @@ impl Translator {
             }
             "Reshape" => {
                 let x = in0()?;
-                let shape = self.shape_of(x)?;
-                let (_, spec) = self.ints_of(n.input(1).ok_or("Reshape needs its shape input")?)?;
+                let spec = n.input(1).ok_or("Reshape needs its shape input")?;
                 let allowzero = n.int("allowzero", 0)? != 0;
-                let mut target = Vec::with_capacity(spec.len());
-                let mut infer_at = None;
-                for (i, d) in spec.iter().enumerate() {
-                    match d.value() {
-                        Some(0) if !allowzero => {
-                            target.push(shape.get(i).cloned().ok_or_else(|| {
-                                format!("Reshape copies dim {i} of a rank-{} input", shape.len())
-                            })?)
-                        }
-                        Some(-1) => {
-                            if infer_at.replace(i).is_some() {
-                                return Err("Reshape shape has two -1".into());
-                            }
-                            target.push(Sym::known(1));
-                        }
-                        Some(v) if v < 0 => return Err(format!("Reshape shape has {v}")),
-                        _ => target.push(d.clone()),
-                    }
+                match self.reshape_target(x, spec, allowzero) {
+                    Ok(target) => self.reshape(x, target, out0)?,
+                    Err(_) => self.reshape_to(x, spec, allowzero, out0)?,
                 }
-                if let Some(i) = infer_at {
-                    let total = Sym::product(&shape)
-                        .ok_or("Reshape of a shape with two symbolic dimensions")?;
-                    let rest = Sym::product(&target)
-                        .ok_or("Reshape target with two symbolic dimensions")?;
-                    target[i] = total.div(&rest).ok_or_else(|| {
-                        format!("Reshape: {total} elements do not divide by {rest}")
-                    })?;
-                }
-                self.reshape(x, target, out0)?;
             }
             "Flatten" => {
                 let x = in0()?;
@@ -709,61 +982,10 @@ impl Translator {
             "Gather" => {
                 let data = in0()?;
                 let idx = n.input(1).ok_or("Gather needs indices")?;
-                let (ishape, indices) = self.ints_of(idx)?;
                 let shape = self.shape_of(data)?;
                 let axis = normalize_axis(n.int("axis", 0)?, shape.len())?;
-                match self.val(data)?.clone() {
-                    Val::Ints {
-                        shape: dshape,
-                        data: values,
-                    } if dshape.len() == 1 => {
-                        let len = values.len() as i64;
-                        let picked = indices
-                            .iter()
-                            .map(|i| {
-                                let i = i.value().ok_or("symbolic Gather index")?;
-                                let j = if i < 0 { i + len } else { i };
-                                values
-                                    .get(j as usize)
-                                    .cloned()
-                                    .ok_or_else(|| format!("Gather index {i} out of range {len}"))
-                            })
-                            .collect::<Result<Vec<_>, Why>>()?;
-                        self.set(
-                            out0,
-                            Val::Ints {
-                                shape: ishape,
-                                data: picked,
-                            },
-                        );
-                    }
-                    _ if ishape.is_empty() => {
-                        let len = shape[axis].value().ok_or("Gather along a symbolic axis")?;
-                        let i = indices[0].value().ok_or("symbolic Gather index")?;
-                        let i = if i < 0 { i + len } else { i };
-                        if !(0..len).contains(&i) {
-                            return Err(format!("Gather index {i} out of range {len}"));
-                        }
-                        let part = self.fresh_name(out0);
-                        self.apply(
-                            Op::Slice {
-                                axis,
-                                start: i as usize,
-                                end: i as usize + 1,
-                            },
-                            &[data],
-                            &[&part],
-                        )?;
-                        let mut target = shape.clone();
-                        target.remove(axis);
-                        self.reshape(&part, target, out0)?;
-                    }
-                    _ => {
-                        return Err(
-                            "Gather with a tensor of indices on float data is not supported yet"
-                                .into(),
-                        )
-                    }
+                if !self.gather_static(data, idx, axis, out0)? {
+                    self.apply(Op::Gather { axis }, &[data, idx], &[out0])?;
                 }
             }
             "Add" | "Sub" | "Mul" | "Div" => self.binary(n, out0)?,
@@ -776,7 +998,7 @@ impl Translator {
                 self.apply(Op::PowScalar(p), &[in0()?], &[out0])?;
             }
             "Sqrt" | "Log" | "Exp" | "Cos" | "Sin" | "Reciprocal" | "Neg" | "Erf" | "Sigmoid"
-            | "Tanh" | "Relu" => {
+            | "Tanh" | "Relu" | "Softplus" | "Ceil" => {
                 let op = match n.op_type {
                     "Sqrt" => Op::Sqrt,
                     "Log" => Op::Log,
@@ -788,6 +1010,8 @@ impl Translator {
                     "Erf" => Op::Erf,
                     "Sigmoid" => Op::Sigmoid,
                     "Tanh" => Op::Tanh,
+                    "Softplus" => Op::Softplus,
+                    "Ceil" => Op::Ceil,
                     _ => Op::Relu,
                 };
                 self.apply(op, &[in0()?], &[out0])?;
@@ -929,78 +1153,134 @@ impl Translator {
             }
             "Resize" => self.resize(n, out0)?,
             "Slice" => {
-                let x = in0()?;
-                let shape = self.shape_of(x)?;
-                let starts = self.known_ints(n.input(1).ok_or("Slice needs starts")?)?;
-                let ends = self.known_ints(n.input(2).ok_or("Slice needs ends")?)?;
-                let axes = match n.input(3) {
-                    Some(a) => self.known_ints(a)?,
-                    None => (0..starts.len() as i64).collect(),
-                };
-                if starts.len() != axes.len() || ends.len() != axes.len() {
-                    return Err(format!(
-                        "Slice has {} starts and {} ends for {} axes",
-                        starts.len(),
-                        ends.len(),
-                        axes.len()
-                    ));
-                }
-                if let Some(s) = n.input(4) {
-                    if self.known_ints(s)?.iter().any(|&s| s != 1) {
-                        return Err("Slice with steps other than 1 is not supported yet".into());
-                    }
-                }
-                if let Val::Ints { shape: s, data } = self.val(x)?.clone() {
-                    if s.len() == 1 && axes.len() == 1 {
-                        let len = data.len() as i64;
-                        let (b, e) = crate::graph::ops::slice_range(
-                            starts[0],
-                            Some(ends[0].min(len)),
-                            len as usize,
-                        );
-                        let part = data[b..e].to_vec();
-                        self.set(
-                            out0,
-                            Val::Ints {
-                                shape: vec![part.len()],
-                                data: part,
-                            },
-                        );
-                        return Ok(());
-                    }
-                }
-                let mut cur = x.to_string();
-                for (k, &a) in axes.iter().enumerate() {
-                    let axis = normalize_axis(a, shape.len())?;
-                    let len = shape
-                        .get(axis)
-                        .ok_or("Slice axis beyond the input's rank")?
-                        .dim()
-                        .ok_or("Slice along a symbolic axis")?;
-                    let end = ends[k].clamp(-(len as i64) - 1, len as i64);
-                    let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
-                    let next = if k + 1 == axes.len() {
-                        out0.to_string()
-                    } else {
-                        self.fresh_name(out0)
-                    };
-                    self.apply(
-                        Op::Slice {
-                            axis,
-                            start: b,
-                            end: e,
-                        },
-                        &[&cur],
-                        &[&next],
-                    )?;
-                    cur = next;
-                }
-                if axes.is_empty() {
-                    let v = self.val(x)?.clone();
-                    self.set(out0, v);
+                if self.slice_static(n, out0).is_err() && !self.slice_strided(n, out0)? {
+                    self.slice_to(n, out0)?;
                 }
             }
+            "Equal" | "Less" | "LessOrEqual" | "Greater" | "GreaterOrEqual" => {
+                let cmp = match n.op_type {
+                    "Equal" => CmpOp::Equal,
+                    "Less" => CmpOp::Less,
+                    "LessOrEqual" => CmpOp::LessOrEqual,
+                    "Greater" => CmpOp::Greater,
+                    _ => CmpOp::GreaterOrEqual,
+                };
+                let b = n.input(1).ok_or("needs 2 inputs")?;
+                if cmp != CmpOp::Equal || !self.fold_equal(in0()?, b, out0)? {
+                    self.apply(Op::Compare(cmp), &[in0()?, b], &[out0])?;
+                }
+            }
+            "Not" => self.apply(Op::Not, &[in0()?], &[out0])?,
+            "And" => {
+                let b = n.input(1).ok_or("needs 2 inputs")?;
+                self.apply(Op::And, &[in0()?, b], &[out0])?;
+            }
+            "Where" => {
+                let (a, b) = (
+                    n.input(1).ok_or("Where needs 3 inputs")?,
+                    n.input(2).ok_or("Where needs 3 inputs")?,
+                );
+                self.apply(Op::Where, &[in0()?, a, b], &[out0])?;
+            }
+            "Expand" => self.expand(in0()?, n.input(1).ok_or("Expand needs a shape")?, out0)?,
+            "ConstantOfShape" => self.constant_of_shape(n, out0)?,
+            "Range" => self.range(n, out0)?,
+            "NonZero" => {
+                let x = in0()?;
+                let rank = self.shape_of(x)?.len() as i64;
+                let xi = self.any_operand(x)?;
+                self.emit_shape_op(
+                    GraphOp::NonZero,
+                    vec![xi],
+                    out0,
+                    vec![Some(Sym::known(rank)), None],
+                    DType::I64,
+                )?;
+            }
+            "GatherElements" => {
+                let x = in0()?;
+                let axis = normalize_axis(n.int("axis", 0)?, self.shape_of(x)?.len())?;
+                let idx = n.input(1).ok_or("GatherElements needs indices")?;
+                self.apply(Op::GatherElements { axis }, &[x, idx], &[out0])?;
+            }
+            "GatherND" => {
+                if n.int("batch_dims", 0)? != 0 {
+                    return Err("GatherND with batch_dims is not supported yet".into());
+                }
+                let idx = n.input(1).ok_or("GatherND needs indices")?;
+                self.apply(Op::GatherNd, &[in0()?, idx], &[out0])?;
+            }
+            "ScatterND" => {
+                if n.string("reduction", "none")? != "none" {
+                    return Err("ScatterND with a reduction is not supported yet".into());
+                }
+                let idx = n.input(1).ok_or("ScatterND needs indices")?;
+                let upd = n.input(2).ok_or("ScatterND needs updates")?;
+                self.apply(Op::ScatterNd, &[in0()?, idx, upd], &[out0])?;
+            }
+            "CumSum" => {
+                let x = in0()?;
+                let a = self.known_ints(n.input(1).ok_or("CumSum needs an axis")?)?;
+                let axis = normalize_axis(
+                    *a.first().ok_or("CumSum axis is empty")?,
+                    self.shape_of(x)?.len(),
+                )?;
+                let op = Op::CumSum {
+                    axis,
+                    exclusive: n.int("exclusive", 0)? != 0,
+                    reverse: n.int("reverse", 0)? != 0,
+                };
+                self.apply(op, &[x], &[out0])?;
+            }
+            "ReduceSum" | "ReduceMax" | "ReduceMean" => {
+                let x = in0()?;
+                let rank = self.shape_of(x)?.len();
+                let listed = match n.input(1) {
+                    Some(a) => Some(self.known_ints(a)?),
+                    None => n.ints("axes")?,
+                };
+                let mut axes = listed
+                    .unwrap_or_default()
+                    .iter()
+                    .map(|&a| normalize_axis(a, rank))
+                    .collect::<Result<Vec<_>, _>>()?;
+                axes.sort_unstable();
+                axes.dedup();
+                if axes.is_empty() && n.int("noop_with_empty_axes", 0)? != 0 {
+                    let v = self.val(x)?.clone();
+                    self.set(out0, v);
+                } else {
+                    let kind = match n.op_type {
+                        "ReduceSum" => ReduceKind::Sum,
+                        "ReduceMax" => ReduceKind::Max,
+                        _ => ReduceKind::Mean,
+                    };
+                    let keepdims = n.int("keepdims", 1)? != 0;
+                    self.apply(
+                        Op::Reduce {
+                            kind,
+                            axes,
+                            keepdims,
+                        },
+                        &[x],
+                        &[out0],
+                    )?;
+                }
+            }
+            "Pad" => self.pad(n, out0)?,
+            "ConvTranspose" => self.conv_transpose(n, out0)?,
+            "RandomNormalLike" => {
+                let op = Op::RandomNormalLike {
+                    mean: n.float("mean", 0.0)?,
+                    scale: n.float("scale", 1.0)?,
+                    seed: n.float("seed", 0.0)?.to_bits() as u64,
+                };
+                self.apply(op, &[in0()?], &[out0])?;
+            }
             other => return Err(format!("op type `{other}` is not supported yet")),
+        }
+        for o in n.outputs.iter().filter(|o| !o.is_empty()) {
+            self.track_ints(o)?;
         }
         Ok(())
     }
@@ -1016,13 +1296,17 @@ impl Translator {
             let shape = known_dims(&shape, "integer arithmetic")?;
             let count: usize = shape.iter().product();
             let pick = |d: &[Sym], i: usize| d[if d.len() == 1 { 0 } else { i }].clone();
-            if (da.len() != count && da.len() != 1) || (db.len() != count && db.len() != 1) {
-                return Err(
-                    "integer arithmetic with broadcasting beyond scalars is not supported yet"
-                        .into(),
-                );
+            let scalar_like = |d: &[Sym]| d.len() == count || d.len() == 1;
+            let kind = match n.op_type {
+                "Add" => IntOp::Add,
+                "Sub" => IntOp::Sub,
+                "Mul" => IntOp::Mul,
+                _ => IntOp::Div,
+            };
+            if !scalar_like(&da) || !scalar_like(&db) {
+                return self.apply(Op::IntBinary(kind), &[a, b], &[out]);
             }
-            let data = (0..count)
+            let folded = (0..count)
                 .map(|i| {
                     let (x, y) = (pick(&da, i), pick(&db, i));
                     match n.op_type {
@@ -1031,11 +1315,25 @@ impl Translator {
                         "Mul" => x.mul(&y),
                         _ => x.div(&y),
                     }
-                    .ok_or_else(|| format!("{} of `{x}` and `{y}` is not a known value or a multiple of one dimension", n.op_type))
+                    .filter(|_| !self.is_run_time_value(&x) && !self.is_run_time_value(&y))
                 })
-                .collect::<Result<Vec<_>, _>>()?;
-            self.set(out, Val::Ints { shape, data });
-            return Ok(());
+                .collect::<Option<Vec<_>>>();
+            return match folded {
+                Some(data) => {
+                    self.set(out, Val::Ints { shape, data });
+                    Ok(())
+                }
+                None => self.apply(Op::IntBinary(kind), &[a, b], &[out]),
+            };
+        }
+        if self.dtype_of(a)? == DType::I64 || self.dtype_of(b)? == DType::I64 {
+            let kind = match n.op_type {
+                "Add" => IntOp::Add,
+                "Sub" => IntOp::Sub,
+                "Mul" => IntOp::Mul,
+                _ => IntOp::Div,
+            };
+            return self.apply(Op::IntBinary(kind), &[a, b], &[out]);
         }
         let op = match n.op_type {
             "Add" => Op::Add,
@@ -1139,7 +1437,7 @@ impl Translator {
         self.apply(Op::BatchMatmul, &[a, b], &[out])
     }
 
-    fn conv(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
+    pub(super) fn conv(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
         let x = n.input(0).ok_or("Conv needs X")?;
         let w = n.input(1).ok_or("Conv needs W")?;
         let (ws, _) = self

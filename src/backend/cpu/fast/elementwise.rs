@@ -125,6 +125,8 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
         Op::Neg => u.apply(1, |v| -v),
         Op::Erf => u.apply(t, crate::backend::cpu::reference::erf),
         Op::PowScalar(p) => u.apply(t, move |v| crate::backend::cpu::reference::pow_scalar(v, p)),
+        Op::Softplus => u.apply(t, crate::backend::cpu::reference::softplus),
+        Op::Ceil => u.apply(1, f32::ceil),
         _ => return false,
     }
     true

@@ -121,7 +121,10 @@ pub fn active_path() -> KernelPath {
 
 /// Whether matvec/matmul have a kernel for this dtype.
 pub fn supports(dtype: DType) -> bool {
-    !matches!(dtype, DType::Ternary | DType::I32 | DType::I8 | DType::U8)
+    !matches!(
+        dtype,
+        DType::Ternary | DType::I32 | DType::I8 | DType::U8 | DType::I64 | DType::Bool
+    )
 }
 
 /// `y[n] = sum_k W[n,k] * x[k]` for a row-major weight of `dtype` with `n` rows of `k` values.

@@ -195,3 +195,64 @@ pub(super) fn batch_matmul(
     }
     y
 }
+
+/// For each output position along one axis, the `(kernel tap, input position)` pairs
+/// of a transposed convolution: output `o` reads input `t` through tap `k` when
+/// `o + pad = t stride + k dilation`.
+fn transposed_taps(
+    out_len: usize,
+    in_len: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    dil: usize,
+) -> Vec<Vec<(usize, usize)>> {
+    (0..out_len)
+        .map(|o| {
+            (0..k)
+                .filter_map(|u| {
+                    let t = (o + pad).checked_sub(u * dil)?;
+                    (t % stride == 0 && t / stride < in_len).then_some((u, t / stride))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// `ConvTranspose2d` of `x` by `w [Cin, Cout/groups, kh, kw]` plus `b`, in plain
+/// loops (each output a sum in f64 over the taps that reach it).
+pub(super) fn conv_transpose2d(
+    a: &Conv2dArgs,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+) -> Vec<f32> {
+    let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
+    let (cg_out, kh, kw) = (a.w_shape[1], a.w_shape[2], a.w_shape[3]);
+    let (cout, ho, wo) = (a.out_shape[1], a.out_shape[2], a.out_shape[3]);
+    let cin_g = cin / a.groups;
+    let rows = transposed_taps(ho, h, kh, a.stride[0], a.pads[0], a.dilation[0]);
+    let cols = transposed_taps(wo, wd, kw, a.stride[1], a.pads[1], a.dilation[1]);
+    let mut y = vec![0.0f32; n * cout * ho * wo];
+    for b_i in 0..n {
+        for o in 0..cout {
+            let (g, oo) = (o / cg_out, o % cg_out);
+            for (i, row) in rows.iter().enumerate() {
+                for (j, col) in cols.iter().enumerate() {
+                    let mut acc = b.map_or(0.0, |b| b[o] as f64);
+                    for c in g * cin_g..(g + 1) * cin_g {
+                        let xb = (b_i * cin + c) * h;
+                        let wb = (c * cg_out + oo) * kh;
+                        for &(u, r) in row {
+                            for &(v, s) in col {
+                                acc += x[(xb + r) * wd + s] as f64 * w[(wb + u) * kw + v] as f64;
+                            }
+                        }
+                    }
+                    y[((b_i * cout + o) * ho + i) * wo + j] = acc as f32;
+                }
+            }
+        }
+    }
+    y
+}

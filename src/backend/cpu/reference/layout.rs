@@ -1,7 +1,7 @@
 //! Reference layout ops and broadcasting, through explicit multi-indices.
 
 /// Row-major strides of `shape`.
-fn strides(shape: &[usize]) -> Vec<usize> {
+pub(super) fn strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
     for i in (0..shape.len().saturating_sub(1)).rev() {
         s[i] = s[i + 1] * shape[i + 1];
@@ -10,7 +10,7 @@ fn strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// The multi-index of flat position `flat` in `shape`.
-fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+pub(super) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     let mut idx = vec![0; shape.len()];
     for i in (0..shape.len()).rev() {
         idx[i] = flat % shape[i];
@@ -56,7 +56,7 @@ pub(super) fn broadcast(
 }
 
 /// `y[i0, i1, ..] = x[..]` where output dim `d` is input dim `perm[d]`.
-pub(super) fn permute(x: &[f32], shape: &[usize], perm: &[usize]) -> Vec<f32> {
+pub(super) fn permute<T: Copy>(x: &[T], shape: &[usize], perm: &[usize]) -> Vec<T> {
     let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
     let st = strides(shape);
     (0..x.len())
@@ -69,7 +69,7 @@ pub(super) fn permute(x: &[f32], shape: &[usize], perm: &[usize]) -> Vec<f32> {
 }
 
 /// Concatenation of `parts` (values, shape) along `axis`.
-pub(super) fn concat(parts: &[(&[f32], &[usize])], axis: usize) -> Vec<f32> {
+pub(super) fn concat<T: Copy>(parts: &[(&[T], &[usize])], axis: usize) -> Vec<T> {
     let shape = parts[0].1;
     let outer: usize = shape[..axis].iter().product();
     let mut out = Vec::new();
@@ -83,7 +83,13 @@ pub(super) fn concat(parts: &[(&[f32], &[usize])], axis: usize) -> Vec<f32> {
 }
 
 /// `x[.., start..end, ..]` along `axis`.
-pub(super) fn slice(x: &[f32], shape: &[usize], axis: usize, start: usize, end: usize) -> Vec<f32> {
+pub(super) fn slice<T: Copy>(
+    x: &[T],
+    shape: &[usize],
+    axis: usize,
+    start: usize,
+    end: usize,
+) -> Vec<T> {
     let outer: usize = shape[..axis].iter().product();
     let inner: usize = shape[axis + 1..].iter().product();
     let mut out = Vec::with_capacity(outer * (end - start) * inner);
@@ -92,4 +98,13 @@ pub(super) fn slice(x: &[f32], shape: &[usize], axis: usize, start: usize, end: 
         out.extend_from_slice(&x[base + start * inner..base + end * inner]);
     }
     out
+}
+
+/// For each flat position of `out_shape`, the flat position in `shape` that NumPy
+/// broadcasting reads.
+pub(super) fn broadcast_src(out_shape: &[usize], shape: &[usize]) -> Vec<usize> {
+    let n: usize = out_shape.iter().product();
+    (0..n)
+        .map(|flat| broadcast_flat(&unravel(flat, out_shape), shape))
+        .collect()
 }

@@ -68,6 +68,8 @@ pub(super) fn unary(op: &Op, x: f32) -> f32 {
         Op::Neg => -x,
         Op::Erf => erf(x),
         Op::PowScalar(p) => pow_scalar(x, p),
+        Op::Softplus => softplus(x),
+        Op::Ceil => x.ceil(),
         _ => x,
     }
 }
@@ -242,4 +244,33 @@ pub fn sample(logits: &[f32], history: &[i32], params: &SampleParams) -> i32 {
         }
     }
     cand[probs.len() - 1].0 as i32
+}
+
+/// `ln(1 + e^x)` as `max(x, 0) + ln(1 + e^-|x|)` (no overflow for large `x`).
+pub fn softplus(x: f32) -> f32 {
+    x.max(0.0) + (-x.abs()).exp().ln_1p()
+}
+
+/// `n` standard normal draws: Box-Muller over a SplitMix64 stream started at `seed`
+/// (two uniforms in (0, 1] per pair of draws, computed in f64).
+pub(crate) fn normals(seed: u64, n: usize) -> Vec<f32> {
+    let mut state = seed;
+    let mut uniform = || {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64
+    };
+    let mut out = Vec::with_capacity(n + 1);
+    while out.len() < n {
+        let (u1, u2) = (uniform(), uniform());
+        let r = (-2.0 * u1.ln()).sqrt();
+        let t = std::f64::consts::TAU * u2;
+        out.push((r * t.cos()) as f32);
+        out.push((r * t.sin()) as f32);
+    }
+    out.truncate(n);
+    out
 }

@@ -8,6 +8,7 @@
 
 mod attention;
 pub(crate) mod image;
+mod index;
 mod layout;
 mod math;
 mod norm;
@@ -19,7 +20,7 @@ use crate::error::ExecutionError;
 use std::sync::Arc;
 
 pub(crate) use attention::visible;
-pub use math::{erf, gelu, gelu_tanh, pow_scalar, sample, silu};
+pub use math::{erf, gelu, gelu_tanh, pow_scalar, sample, silu, softplus};
 
 /// The reference library as a backend. It supports every op.
 #[derive(Debug, Default)]
@@ -66,6 +67,12 @@ impl Backend for ReferenceBackend {
 pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError> {
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
     let outs = op.infer(&infos)?;
+    if op.is_index_op() {
+        return index::execute(op, inputs, &outs);
+    }
+    if inputs.iter().any(|t| t.as_i64().is_some()) {
+        return index::layout_ints(op, inputs, &outs);
+    }
     let name = op.name();
     let read = |i: usize| inputs[i].read_f32(name);
     let one = |data: Vec<f32>| Ok(vec![Tensor::from_f32(&outs[0].shape, data)?]);
@@ -111,7 +118,9 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         | Op::Reciprocal
         | Op::Neg
         | Op::Erf
-        | Op::PowScalar(_) => one(read(0)?.iter().map(|&x| math::unary(op, x)).collect()),
+        | Op::PowScalar(_)
+        | Op::Softplus
+        | Op::Ceil => one(read(0)?.iter().map(|&x| math::unary(op, x)).collect()),
         Op::BatchMatmul => one(image::batch_matmul(
             &read(0)?,
             &infos[0].shape,
@@ -140,6 +149,34 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 groups: *groups,
             };
             one(image::conv2d(&args, &read(0)?, &read(1)?, b.as_deref()))
+        }
+        Op::ConvTranspose2d {
+            stride,
+            pads,
+            dilation,
+            groups,
+            ..
+        } => {
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            let args = image::Conv2dArgs {
+                x_shape: &infos[0].shape,
+                w_shape: &infos[1].shape,
+                out_shape: &outs[0].shape,
+                stride: *stride,
+                pads: *pads,
+                dilation: *dilation,
+                groups: *groups,
+            };
+            one(image::conv_transpose2d(
+                &args,
+                &read(0)?,
+                &read(1)?,
+                b.as_deref(),
+            ))
         }
         Op::AvgPool2d {
             kernel,
@@ -410,6 +447,26 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 &[sum[0].clone(), inputs[4].clone(), inputs[5].clone()],
             )
         }
+        Op::Shape
+        | Op::Cast(_)
+        | Op::IntBinary(_)
+        | Op::Compare(_)
+        | Op::Not
+        | Op::And
+        | Op::Where
+        | Op::Expand(_)
+        | Op::Fill { .. }
+        | Op::Range { .. }
+        | Op::NonZero { .. }
+        | Op::Gather { .. }
+        | Op::GatherElements { .. }
+        | Op::GatherNd
+        | Op::ScatterNd
+        | Op::CumSum { .. }
+        | Op::Reduce { .. }
+        | Op::Pad { .. }
+        | Op::StridedSlice { .. }
+        | Op::RandomNormalLike { .. } => index::execute(op, inputs, &outs),
         Op::FusedQkv => {
             let x = read(0)?;
             (1..4)
