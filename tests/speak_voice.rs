@@ -5,7 +5,10 @@
 //! Fixture: `tests/fixtures/tts/audio/` by `scripts/make_tts_audio_fixtures.py`:
 //! piper-tts's ids for four one-sentence texts and the audio its onnxruntime
 //! session makes from them with `scales = [0, 1, 0]` (both noise scales 0:
-//! deterministic), peak-normalized as `PiperVoice.synthesize` does.
+//! deterministic), peak-normalized as `PiperVoice.synthesize` does. The texts
+//! are ones where Debian's espeak-ng and piper-tts's bundled one agree
+//! (`tests/speak_phonemes.rs` lists the words where they do not), so the whole
+//! pipeline, frontend included, can be held to piper-tts's output.
 
 mod common;
 mod whisper_util;
