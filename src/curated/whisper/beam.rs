@@ -240,7 +240,6 @@ impl Whisper {
         let text = self.text_of(&best.tokens);
         Ok(DecodeResult {
             avg_logprob: best.sum_logprob / (best.tokens.len() + 1) as f64,
-            sum_logprob: best.sum_logprob,
             compression_ratio: compression_ratio(text.trim()),
             no_speech_prob: self.no_speech_prob(&prompt.first[0]),
             temperature: 0.0,

@@ -103,10 +103,8 @@ impl Transcript {
 pub(super) struct DecodeResult {
     /// Sampled tokens without the prompt and without `<|endoftext|>`.
     pub(super) tokens: Vec<u32>,
-    /// `sum_logprob / (tokens + 1)` (`<|endoftext|>` counted).
+    /// Sum of the log-probabilities of the tokens and of `<|endoftext|>`, over (tokens + 1).
     pub(super) avg_logprob: f64,
-    /// Sum of the log-probabilities of the tokens and of `<|endoftext|>`.
-    pub(super) sum_logprob: f64,
     pub(super) no_speech_prob: f64,
     pub(super) temperature: f32,
     pub(super) compression_ratio: f64,
@@ -376,56 +374,100 @@ impl Whisper {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// One decoding of a window whose prompt is already in `cache` (`prompt.len` positions;
-    /// anything after them is dropped first) with `first` the prompt step's logits at
-    /// `<|startoftranscript|>` and at the last prompt token.
+    /// `n` decodings of a window at `temperature` (greedy at 0), run together on one
+    /// encoder output, whose prompt is already in `cache` (`prompt.len` positions;
+    /// anything after them is dropped first, and the cache is left holding the prompt)
+    /// with `first` the prompt step's logits at `<|startoftranscript|>` and at the last
+    /// prompt token. The best by `sum_logprob / len ^ length_penalty` is returned
+    /// (CTranslate2's ranking of `num_hypotheses` samples).
     #[allow(clippy::too_many_arguments)]
     fn decode_window(
         &self,
         enc: &EncoderOutput,
         prompt: &PromptState,
         cache: &mut super::KvCache,
-        timestamps: bool,
+        opts: &TranscribeOptions,
         temperature: f32,
+        n: usize,
         rng: &mut ChaCha8Rng,
         ctx: &mut ExecContext,
     ) -> Result<DecodeResult, ExecutionError> {
-        let sp = &self.config.special;
-        let sample_len = self.config.n_text_ctx / 2;
+        let (c, n) = (&self.config, n.max(1));
+        let sample_len = c.n_text_ctx / 2;
         cache.truncate(prompt.len);
-        let mut logits = prompt.first[1].clone();
-        let filter = self.logit_filter(timestamps);
-        let mut tokens: Vec<u32> = Vec::new();
-        let mut sum_logprob = 0.0f64;
-        let n = logits.len();
-        loop {
-            filter.apply(&mut logits, &tokens);
-            let lse = log_sum_exp(&logits);
-            let next = if temperature > 0.0 {
-                sample(&logits, temperature, rng)
-            } else {
-                argmax(&logits)
-            };
-            sum_logprob += f64::from(log_prob(logits[next as usize], lse));
-            if next == sp.eot
-                || tokens.len() + 1 > sample_len
-                || cache.len() + 1 > self.config.n_text_ctx
-            {
-                if next != sp.eot {
+        let filter = self.logit_filter(opts.timestamps);
+        let mut caches = vec![std::mem::replace(cache, self.new_cache()?)];
+        for _ in 1..n {
+            let mut copy = self.new_cache()?;
+            self.copy_cache(&caches[0], &mut copy, ctx)?;
+            caches.push(copy);
+        }
+        // Sequence `alive[r]` is fed through `caches[r]`; ended ones keep (tokens, sum).
+        let mut seqs: Vec<(Vec<u32>, f64)> = vec![(Vec::new(), 0.0); n];
+        let mut alive: Vec<usize> = (0..n).collect();
+        let mut logits = vec![prompt.first[1].clone(); n];
+        let mut ended = Vec::new();
+        let mut fed = 0;
+        while !alive.is_empty() {
+            let mut keep = Vec::with_capacity(alive.len());
+            for (r, l) in logits.iter_mut().enumerate() {
+                let (tokens, sum) = &mut seqs[alive[r]];
+                filter.apply(l, tokens);
+                let lse = log_sum_exp(l);
+                let next = if temperature > 0.0 {
+                    sample(l, temperature, rng)
+                } else {
+                    argmax(l)
+                };
+                *sum += f64::from(log_prob(l[next as usize], lse));
+                let stop = next == c.special.eot
+                    || tokens.len() + 1 > sample_len
+                    || caches[r].len() + 1 > c.n_text_ctx;
+                if next != c.special.eot {
                     tokens.push(next);
                 }
+                keep.push(!stop);
+            }
+            let mut next_alive = Vec::with_capacity(alive.len());
+            let mut next_caches = Vec::with_capacity(alive.len());
+            for ((i, k), keep) in alive.into_iter().zip(caches).zip(keep) {
+                if keep {
+                    next_alive.push(i);
+                    next_caches.push(k);
+                } else {
+                    ended.push(k);
+                }
+            }
+            (alive, caches) = (next_alive, next_caches);
+            if alive.is_empty() {
                 break;
             }
-            tokens.push(next);
-            let out = self.decode_step(enc, cache, &[next], &[0], ctx)?;
-            logits = out.into_iter().next().unwrap_or_else(|| vec![0.0; n]);
+            let feed: Vec<u32> = (alive.iter())
+                .map(|&i| seqs[i].0.last().copied().unwrap_or(c.special.eot))
+                .collect();
+            let want: Vec<usize> = (0..feed.len()).collect();
+            logits = self.decode_steps(enc, &mut caches, &feed, &want, ctx)?;
+            fed += feed.len();
         }
+        if let Some(k) = ended.pop() {
+            *cache = k;
+            cache.truncate(prompt.len);
+        }
+        let score = |s: &(Vec<u32>, f64)| {
+            super::beam::length_normalized(s.1, s.0.len(), opts.length_penalty)
+        };
+        let mut best = 0;
+        for (i, s) in seqs.iter().enumerate() {
+            if score(s) > score(&seqs[best]) {
+                best = i;
+            }
+        }
+        let (tokens, sum_logprob) = seqs.swap_remove(best);
         let text = self.text_of(&tokens);
         Ok(DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
-            sum_logprob,
             compression_ratio: compression_ratio(text.trim()),
-            fed: tokens.len(),
+            fed,
             tokens,
             no_speech_prob: self.no_speech_prob(&prompt.first[0]),
             temperature,
@@ -461,8 +503,7 @@ impl Whisper {
     }
 
     /// One decoding at `temperature`: the beam search at 0 when `beam_size` > 1,
-    /// greedy at 0 otherwise, and above 0 the best of `best_of` samples by
-    /// `sum_logprob / len ^ length_penalty` (CTranslate2's ranking of hypotheses).
+    /// greedy at 0 otherwise, and above 0 the best of `best_of` samples.
     #[allow(clippy::too_many_arguments)]
     fn decode_at(
         &self,
@@ -474,31 +515,22 @@ impl Whisper {
         rng: &mut ChaCha8Rng,
         ctx: &mut ExecContext,
     ) -> Result<DecodeResult, ExecutionError> {
-        if temperature <= 0.0 {
-            return if opts.beam_size > 1 {
-                self.decode_beam(enc, prompt, cache, opts, ctx)
-            } else {
-                self.decode_window(enc, prompt, cache, opts.timestamps, 0.0, rng, ctx)
-            };
+        if temperature > 0.0 {
+            self.decode_window(
+                enc,
+                prompt,
+                cache,
+                opts,
+                temperature,
+                opts.best_of,
+                rng,
+                ctx,
+            )
+        } else if opts.beam_size > 1 {
+            self.decode_beam(enc, prompt, cache, opts, ctx)
+        } else {
+            self.decode_window(enc, prompt, cache, opts, 0.0, 1, rng, ctx)
         }
-        let score = |r: &DecodeResult| {
-            super::beam::length_normalized(r.sum_logprob, r.tokens.len(), opts.length_penalty)
-        };
-        let mut best: Option<DecodeResult> = None;
-        let mut fed = 0;
-        for _ in 0..opts.best_of.max(1) {
-            let r =
-                self.decode_window(enc, prompt, cache, opts.timestamps, temperature, rng, ctx)?;
-            fed += r.fed;
-            if best.as_ref().is_none_or(|b| score(&r) > score(b)) {
-                best = Some(r);
-            }
-        }
-        best.map(|b| DecodeResult { fed, ..b })
-            .ok_or_else(|| ExecutionError::InvalidConfig {
-                field: "best_of".into(),
-                reason: "no sample was drawn".into(),
-            })
     }
 
     #[allow(clippy::too_many_arguments)]
