@@ -31,37 +31,13 @@ fn jfk_matches_faster_whisper() {
     assert_matches_reference(&t, "jfk");
 }
 
-/// Word error rate of `hyp` against `reference` (word-level Levenshtein / reference words).
-fn wer(reference: &str, hyp: &str) -> f64 {
-    let r: Vec<&str> = reference.split_whitespace().collect();
-    let h: Vec<&str> = hyp.split_whitespace().collect();
-    let mut prev: Vec<usize> = (0..=h.len()).collect();
-    for (i, rw) in r.iter().enumerate() {
-        let mut cur = vec![i + 1; h.len() + 1];
-        for (j, hw) in h.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(rw != hw))
-                .min(prev[j + 1] + 1)
-                .min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[h.len()] as f64 / r.len().max(1) as f64
-}
-
 #[test]
 fn long_form_two_minutes_transcribes_completely() {
     // The same construction as the fixture script: jfk, 1 s gap, repeated, cut at 120 s.
     // Ten identical sentences make every window "too repetitive" (compression ratio
     // > 2.4), so the temperature fallback samples; faster-whisper's text is then
     // the reference up to a small word error rate rather than exactly.
-    let one = jfk();
-    let mut x = Vec::new();
-    while x.len() < 120 * 16_000 {
-        x.extend_from_slice(&one);
-        x.extend(std::iter::repeat_n(0.0, 16_000));
-    }
-    x.truncate(120 * 16_000);
-    let t = transcribe(&x);
+    let t = transcribe(&long_2min());
     let r = reference("long_2min");
     let want = normalize(r["text"].as_str().unwrap());
     let got = normalize(&t.text());

@@ -1,5 +1,7 @@
 //! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
-//! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps]`: one model
+//! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
+//! [--best-of N] [--patience P] [--length-penalty A] [--temperature T[,T...]]
+//! [--initial-prompt TEXT] [--no-condition-on-previous-text]`: one model
 //! load for the whole batch; a bad file is reported and the batch goes on; exit 1
 //! if any file failed, after a summary line.
 
@@ -51,9 +53,55 @@ pub struct TranscribeArgs {
     /// Backend: auto | cpu | wgpu | ...
     #[arg(long, default_value = "auto")]
     backend: String,
-    /// Temperature fallback off: greedy decoding only.
-    #[arg(long)]
+    /// Temperature fallback off: temperature 0 only (greedy, or beam search).
+    #[arg(long, conflicts_with = "temperature")]
     no_fallback: bool,
+    /// Beam search with N beams at temperature 0 (faster-whisper's default is 5);
+    /// 1 is greedy decoding.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    beam_size: u32,
+    /// Samples drawn per temperature above 0 (the best one is kept).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    best_of: u32,
+    /// Beam search stops after round(beam size x P) finished sequences.
+    #[arg(long, value_name = "P", default_value_t = 1.0, value_parser = parse_patience)]
+    patience: f32,
+    /// Sequences are ranked by sum log-prob / length ^ A.
+    #[arg(long, value_name = "A", default_value_t = 1.0, value_parser = parse_length_penalty)]
+    length_penalty: f32,
+    /// Temperatures tried in order when a decoding fails the thresholds, comma
+    /// separated (default 0,0.2,0.4,0.6,0.8,1).
+    #[arg(long, value_name = "T[,T...]", value_delimiter = ',', value_parser = parse_temperature)]
+    temperature: Vec<f32>,
+    /// Text that prompts the first window (names, spelling, style); its last 223
+    /// tokens are kept.
+    #[arg(long, value_name = "TEXT")]
+    initial_prompt: Option<String>,
+    /// Do not prompt each window with the previous windows' text.
+    #[arg(long)]
+    no_condition_on_previous_text: bool,
+}
+
+fn parse_temperature(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(t) if t.is_finite() && t >= 0.0 => Ok(t),
+        Ok(t) => Err(format!("temperature {t} is outside [0, inf)")),
+        Err(_) => Err(format!("temperature `{s}` is not a number")),
+    }
+}
+
+fn parse_patience(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(p) if p.is_finite() && p > 0.0 => Ok(p),
+        _ => Err(format!("patience `{s}` is not a number above 0")),
+    }
+}
+
+fn parse_length_penalty(s: &str) -> Result<f32, String> {
+    match s.trim().parse::<f32>() {
+        Ok(a) if a.is_finite() => Ok(a),
+        _ => Err(format!("length penalty `{s}` is not a finite number")),
+    }
 }
 
 fn parse_format(s: &str) -> Result<Format, String> {
@@ -119,9 +167,17 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         timestamps: !a.no_timestamps,
         temperatures: if a.no_fallback {
             vec![0.0]
-        } else {
+        } else if a.temperature.is_empty() {
             TranscribeOptions::default().temperatures
+        } else {
+            a.temperature.clone()
         },
+        beam_size: a.beam_size as usize,
+        best_of: a.best_of as usize,
+        patience: a.patience,
+        length_penalty: a.length_penalty,
+        initial_prompt: a.initial_prompt.clone(),
+        condition_on_previous_text: !a.no_condition_on_previous_text,
         ..Default::default()
     };
     let bar = super::terminal_progress(files.len(), "{bar:30} {pos}/{len} files {msg}");

@@ -93,6 +93,36 @@ pub fn write_wav(path: &Path, rate: u32, channels: u16, interleaved: &[f32]) {
     std::fs::write(path, b).unwrap();
 }
 
+/// Two minutes of real speech, as the fixture scripts build it: jfk.wav, 1 s of
+/// silence, repeated, cut at 120 s.
+pub fn long_2min() -> Vec<f32> {
+    let one = cyb_llm::audio::load_16k(&whisper_dir().join("jfk.wav")).unwrap();
+    let mut x = Vec::new();
+    while x.len() < 120 * 16_000 {
+        x.extend_from_slice(&one);
+        x.extend(std::iter::repeat_n(0.0, 16_000));
+    }
+    x.truncate(120 * 16_000);
+    x
+}
+
+/// Word error rate of `hyp` against `reference` (word-level Levenshtein / reference words).
+pub fn wer(reference: &str, hyp: &str) -> f64 {
+    let r: Vec<&str> = reference.split_whitespace().collect();
+    let h: Vec<&str> = hyp.split_whitespace().collect();
+    let mut prev: Vec<usize> = (0..=h.len()).collect();
+    for (i, rw) in r.iter().enumerate() {
+        let mut cur = vec![i + 1; h.len() + 1];
+        for (j, hw) in h.iter().enumerate() {
+            cur[j + 1] = (prev[j] + usize::from(rw != hw))
+                .min(prev[j + 1] + 1)
+                .min(cur[j] + 1);
+        }
+        prev = cur;
+    }
+    prev[h.len()] as f64 / r.len().max(1) as f64
+}
+
 /// The faster-whisper fixture `faster_whisper_<name>.json`.
 pub fn reference(name: &str) -> serde_json::Value {
     let p = fixture(&format!("faster_whisper_{name}.json"));

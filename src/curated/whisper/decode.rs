@@ -11,8 +11,11 @@
 //!   `suppress_tokens` list plus the task tokens always, and the timestamp rules
 //!   (pairs, monotonic, the first token a timestamp <= 1.0 s, timestamps forced
 //!   when their total probability beats every text token);
-//! - greedy decoding (temperature 0), up to 224 tokens; temperature fallback
-//!   (0.2, 0.4, ...; one sample per temperature) when the compression ratio > 2.4
+//! - the first window's prompt may start with an initial prompt's tokens (as previous
+//!   text; faster-whisper's `initial_prompt`);
+//! - greedy decoding, or the beam search of [`super::beam`] (temperature 0), up to 224
+//!   tokens; temperature fallback (0.2, 0.4, ...; the best of `best_of` samples per
+//!   temperature) when the compression ratio > 2.4
 //!   or the average log-prob < -1.0, unless the window is silence (no-speech
 //!   probability > 0.6 with a log-prob below the threshold); when every
 //!   temperature fails, the most probable decoding wins (as faster-whisper);
@@ -21,7 +24,7 @@
 //!   [`TranscribeOptions::silence_rms`]; segments are cut at consecutive timestamp pairs, and `seek`
 //!   advances to the last complete timestamp (or the whole window).
 
-use super::{EncoderOutput, Whisper};
+use super::{EncoderOutput, TranscribeOptions, Whisper};
 use crate::audio::mel::{log_mel, HOP};
 use crate::backend::cpu::simd;
 use crate::backend::ExecContext;
@@ -34,51 +37,6 @@ use std::io::Write;
 pub const TIME_PRECISION: f64 = 0.02;
 /// Samples per 30 s window.
 pub const N_SAMPLES: usize = 480_000;
-
-/// Options of [`Whisper::transcribe`]; `Default` gives the reference defaults.
-#[derive(Debug, Clone, PartialEq)]
-pub struct TranscribeOptions {
-    /// Spoken language code (`en`, `de`, ...); `None` detects it (multilingual models).
-    pub language: Option<String>,
-    /// Translate to English instead of transcribing (multilingual models).
-    pub translate: bool,
-    /// Predict timestamps (segments cut at them); off gives one segment per window.
-    pub timestamps: bool,
-    /// Temperatures tried in order (fallback); the first is normally 0 (greedy).
-    pub temperatures: Vec<f32>,
-    /// Fallback when the text's gzip compression ratio is above this.
-    pub compression_ratio_threshold: Option<f64>,
-    /// Fallback when the average log-probability is below this.
-    pub logprob_threshold: Option<f64>,
-    /// A window is silence when the no-speech probability is above this (and the
-    /// average log-probability is below `logprob_threshold`).
-    pub no_speech_threshold: Option<f64>,
-    /// Prompt each window with the previous windows' text.
-    pub condition_on_previous_text: bool,
-    /// A window whose audio RMS is below this is skipped without decoding. This is
-    /// an addition to the reference rules, under which Whisper (and faster-whisper)
-    /// transcribe 30 s of digital silence as " you". `None` turns it off.
-    pub silence_rms: Option<f32>,
-    /// Seed of the sampler used at temperatures above 0.
-    pub seed: u64,
-}
-
-impl Default for TranscribeOptions {
-    fn default() -> Self {
-        TranscribeOptions {
-            language: None,
-            translate: false,
-            timestamps: true,
-            temperatures: vec![0.0, 0.2, 0.4, 0.6, 0.8, 1.0],
-            compression_ratio_threshold: Some(2.4),
-            logprob_threshold: Some(-1.0),
-            no_speech_threshold: Some(0.6),
-            condition_on_previous_text: true,
-            silence_rms: Some(1e-3),
-            seed: 0,
-        }
-    }
-}
 
 /// One transcribed segment.
 #[derive(Debug, Clone, PartialEq)]
@@ -142,22 +100,61 @@ impl Transcript {
 
 /// One decoding of one window.
 #[derive(Debug, Clone)]
-struct DecodeResult {
+pub(super) struct DecodeResult {
     /// Sampled tokens without the prompt and without `<|endoftext|>`.
-    tokens: Vec<u32>,
-    avg_logprob: f64,
-    no_speech_prob: f64,
-    temperature: f32,
-    compression_ratio: f64,
-    /// Sampled tokens fed to the decoder (the prompt is fed once per window).
-    fed: usize,
+    pub(super) tokens: Vec<u32>,
+    /// Sum of the log-probabilities of the tokens and of `<|endoftext|>`, over (tokens + 1).
+    pub(super) avg_logprob: f64,
+    pub(super) no_speech_prob: f64,
+    pub(super) temperature: f32,
+    pub(super) compression_ratio: f64,
+    /// Tokens fed to the decoder after the prompt (the prompt is fed once per window).
+    pub(super) fed: usize,
 }
 
 /// A window's prompt after its decoder step: its length and the logits at
 /// `<|startoftranscript|>` and at its last token.
-struct PromptState {
-    len: usize,
-    first: Vec<Vec<f32>>,
+pub(super) struct PromptState {
+    pub(super) len: usize,
+    pub(super) first: Vec<Vec<f32>>,
+}
+
+/// The logit filters of every decoding step: blank and `<|endoftext|>` suppressed at the
+/// first step, the `suppress_tokens` list and the task tokens always, then the
+/// timestamp rules when timestamps are on.
+pub(super) struct LogitFilter {
+    suppress: Vec<u32>,
+    begin_suppress: Vec<u32>,
+    timestamps: bool,
+    timestamp_begin: u32,
+    eot: u32,
+    no_timestamps: u32,
+}
+
+impl LogitFilter {
+    /// Filters the logits of the token after `sampled` (the tokens after the prompt).
+    pub(super) fn apply(&self, logits: &mut [f32], sampled: &[u32]) {
+        let first = if sampled.is_empty() {
+            &self.begin_suppress[..]
+        } else {
+            &[]
+        };
+        for &t in first.iter().chain(&self.suppress) {
+            if let Some(l) = logits.get_mut(t as usize) {
+                *l = f32::NEG_INFINITY;
+            }
+        }
+        if self.timestamps {
+            apply_timestamp_rules(
+                logits,
+                sampled,
+                self.timestamp_begin,
+                self.eot,
+                self.no_timestamps,
+                Some(50),
+            );
+        }
+    }
 }
 
 /// gzip (zlib) compression ratio of `text`, as openai-whisper computes it.
@@ -203,7 +200,7 @@ fn log_prob(v: f32, lse: f64) -> f32 {
 }
 
 /// Log-softmax of `x` (f64 accumulation).
-fn log_softmax(x: &[f32]) -> Vec<f32> {
+pub(super) fn log_softmax(x: &[f32]) -> Vec<f32> {
     let lse = log_sum_exp(x);
     x.iter().map(|&v| log_prob(v, lse)).collect()
 }
@@ -377,90 +374,163 @@ impl Whisper {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// One decoding of a window whose prompt is already in `cache` (`prompt.len` positions;
-    /// anything after them is dropped first) with `first` the prompt step's logits at
-    /// `<|startoftranscript|>` and at the last prompt token.
+    /// `n` decodings of a window at `temperature` (greedy at 0), run together on one
+    /// encoder output, whose prompt is already in `cache` (`prompt.len` positions;
+    /// anything after them is dropped first, and the cache is left holding the prompt)
+    /// with `first` the prompt step's logits at `<|startoftranscript|>` and at the last
+    /// prompt token. The best by `sum_logprob / len ^ length_penalty` is returned
+    /// (CTranslate2's ranking of `num_hypotheses` samples).
     #[allow(clippy::too_many_arguments)]
     fn decode_window(
         &self,
         enc: &EncoderOutput,
         prompt: &PromptState,
         cache: &mut super::KvCache,
-        timestamps: bool,
+        opts: &TranscribeOptions,
         temperature: f32,
+        n: usize,
         rng: &mut ChaCha8Rng,
         ctx: &mut ExecContext,
     ) -> Result<DecodeResult, ExecutionError> {
-        let sp = &self.config.special;
-        let sample_len = self.config.n_text_ctx / 2;
+        let (c, n) = (&self.config, n.max(1));
+        let sample_len = c.n_text_ctx / 2;
         cache.truncate(prompt.len);
-        let first = &prompt.first;
-        let no_speech_prob = match sp.no_speech {
-            Some(ns) => {
-                let lse = log_sum_exp(&first[0]);
-                f64::from(log_prob(first[0][ns as usize], lse)).exp()
-            }
-            None => 0.0,
-        };
-        let mut logits = first[1].clone();
-        let mut suppress: Vec<u32> = self.config.suppress.clone();
-        suppress.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm]);
-        suppress.extend(sp.no_speech);
-        let mut tokens: Vec<u32> = Vec::new();
-        let mut sum_logprob = 0.0f64;
-        let n = logits.len();
-        loop {
-            if tokens.is_empty() {
-                for &t in &self.config.begin_suppress {
-                    if let Some(l) = logits.get_mut(t as usize) {
-                        *l = f32::NEG_INFINITY;
-                    }
-                }
-            }
-            for &t in &suppress {
-                if let Some(l) = logits.get_mut(t as usize) {
-                    *l = f32::NEG_INFINITY;
-                }
-            }
-            if timestamps {
-                apply_timestamp_rules(
-                    &mut logits,
-                    &tokens,
-                    sp.timestamp_begin,
-                    sp.eot,
-                    sp.no_timestamps,
-                    Some(50),
-                );
-            }
-            let lse = log_sum_exp(&logits);
-            let next = if temperature > 0.0 {
-                sample(&logits, temperature, rng)
-            } else {
-                argmax(&logits)
-            };
-            sum_logprob += f64::from(log_prob(logits[next as usize], lse));
-            if next == sp.eot
-                || tokens.len() + 1 > sample_len
-                || cache.len() + 1 > self.config.n_text_ctx
-            {
-                if next != sp.eot {
+        let filter = self.logit_filter(opts.timestamps);
+        let mut caches = vec![std::mem::replace(cache, self.new_cache()?)];
+        for _ in 1..n {
+            let mut copy = self.new_cache()?;
+            self.copy_cache(&caches[0], &mut copy, ctx)?;
+            caches.push(copy);
+        }
+        // Sequence `alive[r]` is fed through `caches[r]`; ended ones keep (tokens, sum).
+        let mut seqs: Vec<(Vec<u32>, f64)> = vec![(Vec::new(), 0.0); n];
+        let mut alive: Vec<usize> = (0..n).collect();
+        let mut logits = vec![prompt.first[1].clone(); n];
+        let mut ended = Vec::new();
+        let mut fed = 0;
+        while !alive.is_empty() {
+            let mut keep = Vec::with_capacity(alive.len());
+            for (r, l) in logits.iter_mut().enumerate() {
+                let (tokens, sum) = &mut seqs[alive[r]];
+                filter.apply(l, tokens);
+                let lse = log_sum_exp(l);
+                let next = if temperature > 0.0 {
+                    sample(l, temperature, rng)
+                } else {
+                    argmax(l)
+                };
+                *sum += f64::from(log_prob(l[next as usize], lse));
+                let stop = next == c.special.eot
+                    || tokens.len() + 1 > sample_len
+                    || caches[r].len() + 1 > c.n_text_ctx;
+                if next != c.special.eot {
                     tokens.push(next);
                 }
+                keep.push(!stop);
+            }
+            let mut next_alive = Vec::with_capacity(alive.len());
+            let mut next_caches = Vec::with_capacity(alive.len());
+            for ((i, k), keep) in alive.into_iter().zip(caches).zip(keep) {
+                if keep {
+                    next_alive.push(i);
+                    next_caches.push(k);
+                } else {
+                    ended.push(k);
+                }
+            }
+            (alive, caches) = (next_alive, next_caches);
+            if alive.is_empty() {
                 break;
             }
-            tokens.push(next);
-            let out = self.decode_step(enc, cache, &[next], &[0], ctx)?;
-            logits = out.into_iter().next().unwrap_or_else(|| vec![0.0; n]);
+            let feed: Vec<u32> = (alive.iter())
+                .map(|&i| seqs[i].0.last().copied().unwrap_or(c.special.eot))
+                .collect();
+            let want: Vec<usize> = (0..feed.len()).collect();
+            logits = self.decode_steps(enc, &mut caches, &feed, &want, ctx)?;
+            fed += feed.len();
         }
+        if let Some(k) = ended.pop() {
+            *cache = k;
+            cache.truncate(prompt.len);
+        }
+        let score = |s: &(Vec<u32>, f64)| {
+            super::beam::length_normalized(s.1, s.0.len(), opts.length_penalty)
+        };
+        let mut best = 0;
+        for (i, s) in seqs.iter().enumerate() {
+            if score(s) > score(&seqs[best]) {
+                best = i;
+            }
+        }
+        let (tokens, sum_logprob) = seqs.swap_remove(best);
         let text = self.text_of(&tokens);
         Ok(DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
             compression_ratio: compression_ratio(text.trim()),
-            fed: tokens.len(),
+            fed,
             tokens,
-            no_speech_prob,
+            no_speech_prob: self.no_speech_prob(&prompt.first[0]),
             temperature,
         })
+    }
+
+    /// The filters of [`Whisper::decode_window`] and of the beam search.
+    pub(super) fn logit_filter(&self, timestamps: bool) -> LogitFilter {
+        let sp = &self.config.special;
+        let mut suppress: Vec<u32> = self.config.suppress.clone();
+        suppress.extend([sp.transcribe, sp.translate, sp.sot, sp.sot_prev, sp.sot_lm]);
+        suppress.extend(sp.no_speech);
+        LogitFilter {
+            suppress,
+            begin_suppress: self.config.begin_suppress.clone(),
+            timestamps,
+            timestamp_begin: sp.timestamp_begin,
+            eot: sp.eot,
+            no_timestamps: sp.no_timestamps,
+        }
+    }
+
+    /// Probability of `<|nospeech|>` in the logits at `<|startoftranscript|>` (0 when
+    /// the vocabulary has no such token).
+    pub(super) fn no_speech_prob(&self, sot_logits: &[f32]) -> f64 {
+        match self.config.special.no_speech {
+            Some(ns) => {
+                let lse = log_sum_exp(sot_logits);
+                f64::from(log_prob(sot_logits[ns as usize], lse)).exp()
+            }
+            None => 0.0,
+        }
+    }
+
+    /// One decoding at `temperature`: the beam search at 0 when `beam_size` > 1,
+    /// greedy at 0 otherwise, and above 0 the best of `best_of` samples.
+    #[allow(clippy::too_many_arguments)]
+    fn decode_at(
+        &self,
+        enc: &EncoderOutput,
+        prompt: &PromptState,
+        cache: &mut super::KvCache,
+        opts: &TranscribeOptions,
+        temperature: f32,
+        rng: &mut ChaCha8Rng,
+        ctx: &mut ExecContext,
+    ) -> Result<DecodeResult, ExecutionError> {
+        if temperature > 0.0 {
+            self.decode_window(
+                enc,
+                prompt,
+                cache,
+                opts,
+                temperature,
+                opts.best_of,
+                rng,
+                ctx,
+            )
+        } else if opts.beam_size > 1 {
+            self.decode_beam(enc, prompt, cache, opts, ctx)
+        } else {
+            self.decode_window(enc, prompt, cache, opts, 0.0, 1, rng, ctx)
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -473,11 +543,7 @@ impl Whisper {
         rng: &mut ChaCha8Rng,
         ctx: &mut ExecContext,
     ) -> Result<(DecodeResult, usize, usize), ExecutionError> {
-        let temps: Vec<f32> = if opts.temperatures.is_empty() {
-            vec![0.0]
-        } else {
-            opts.temperatures.clone()
-        };
+        let temps = &opts.temperatures;
         // The prompt is fed once: every temperature starts from its cache and logits.
         let mut cache = self.new_cache()?;
         let last = prompt.len() - 1;
@@ -487,10 +553,10 @@ impl Whisper {
         };
         let mut all = Vec::new();
         let mut below_cr = Vec::new();
-        let mut last_t = temps[0];
-        for &t in &temps {
+        let mut last_t = temps.first().copied().unwrap_or(0.0);
+        for &t in temps {
             last_t = t;
-            let r = self.decode_window(enc, &state, &mut cache, opts.timestamps, t, rng, ctx)?;
+            let r = self.decode_at(enc, &state, &mut cache, opts, t, rng, ctx)?;
             let too_repetitive = opts
                 .compression_ratio_threshold
                 .is_some_and(|c| r.compression_ratio > c);
@@ -545,6 +611,7 @@ impl Whisper {
         opts: &TranscribeOptions,
         progress: &mut dyn FnMut(f64),
     ) -> Result<Transcript, ExecutionError> {
+        opts.validate()?;
         let c = &self.config;
         let sp = c.special.clone();
         let n_frames = 2 * c.n_audio_ctx;
@@ -582,7 +649,12 @@ impl Whisper {
         } else {
             transcript.language = "en".into();
         }
-        let mut all_tokens: Vec<u32> = Vec::new();
+        // faster-whisper's initial prompt: " " + the text trimmed, before the first
+        // window's previous text (only the last 223 tokens of it fit).
+        let mut all_tokens: Vec<u32> = match &opts.initial_prompt {
+            Some(p) => self.tokenizer.encode(&format!(" {}", p.trim()), false)?,
+            None => Vec::new(),
+        };
         let mut prompt_reset_since = 0;
         let mut seek = 0usize;
         while seek < content {

@@ -13,11 +13,14 @@
 //! `[Cout, Cin * 3]`), which equals `Conv1d` of ops.md. [`decode`] holds the decoding
 //! rules and the long-form loop; [`Whisper::transcribe`] is the entry point.
 
+pub mod beam;
 pub mod config;
 pub mod decode;
+pub mod options;
 
 pub use config::{SpecialTokens, WhisperConfig};
-pub use decode::{Segment, Timings, TranscribeOptions, Transcript};
+pub use decode::{Segment, Timings, Transcript};
+pub use options::TranscribeOptions;
 
 use super::{Linear, WeightBinder};
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
@@ -414,71 +417,120 @@ impl Whisper {
         want: &[usize],
         ctx: &mut ExecContext,
     ) -> Result<Vec<Vec<f32>>, ExecutionError> {
-        self.dispatcher
-            .install(|| self.decode_step_on_pool(enc, cache, tokens, want, ctx))
+        self.decode_steps(enc, std::slice::from_mut(cache), tokens, want, ctx)
     }
 
-    fn decode_step_on_pool(
+    /// [`Whisper::decode_step`] for several sequences on one encoder output (the beams
+    /// of a search): `tokens` is split into `caches.len()` equal groups, group `g` fed
+    /// at positions `caches[g].len()..`. Every projection and the cross-attention run
+    /// once on all rows; only the self-attention runs per sequence, on its own cache.
+    /// `want` indexes the rows of `tokens`.
+    pub fn decode_steps(
         &self,
         enc: &EncoderOutput,
+        caches: &mut [KvCache],
+        tokens: &[u32],
+        want: &[usize],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError> {
+        self.dispatcher
+            .install(|| self.decode_steps_on_pool(enc, caches, tokens, want, ctx))
+    }
+
+    /// Self-attention of one sequence: appends its `k`, `v` rows to `cache` and attends
+    /// `q` to the cache (causal); returns the attention output `[s, H, dh]`.
+    fn self_attention(
+        &self,
         cache: &mut KvCache,
+        layer: usize,
+        [q, k, v]: [Tensor; 3],
+        ctx: &mut ExecContext,
+    ) -> Result<Tensor, ExecutionError> {
+        let (pos, s) = (cache.len, q.shape()[0]);
+        let (kc, vc) = &cache.layers[layer];
+        let kv =
+            self.dispatcher
+                .run(&Op::KvAppend { pos }, &[kc.clone(), vc.clone(), k, v], ctx)?;
+        let (kc, vc) = kv_pair(kv)?;
+        let a = self.run1(
+            Op::Sdpa {
+                scale: None,
+                mask: Mask::Causal,
+                q_pos: pos,
+                kv_len: Some(pos + s),
+            },
+            &[q, kc.clone(), vc.clone()],
+            ctx,
+        )?;
+        cache.layers[layer] = (kc, vc);
+        Ok(a)
+    }
+
+    fn decode_steps_on_pool(
+        &self,
+        enc: &EncoderOutput,
+        caches: &mut [KvCache],
         tokens: &[u32],
         want: &[usize],
         ctx: &mut ExecContext,
     ) -> Result<Vec<Vec<f32>>, ExecutionError> {
         let c = &self.config;
-        let (s, pos, d) = (tokens.len(), cache.len, c.d_model);
-        if pos + s > c.n_text_ctx {
+        let (n, d) = (tokens.len(), c.d_model);
+        let groups = caches.len();
+        if groups == 0 || n % groups != 0 {
+            return Err(ExecutionError::ShapeMismatch {
+                op: "whisper decoder tokens per sequence".into(),
+                expected: vec![groups, n / groups.max(1)],
+                got: vec![n],
+            });
+        }
+        let s = n / groups;
+        if let Some(over) = caches.iter().find(|k| k.len + s > c.n_text_ctx) {
             return Err(ExecutionError::ContextOverflow {
                 max: c.n_text_ctx,
-                requested: pos + s,
+                requested: over.len + s,
             });
         }
         ctx.begin_forward();
         ctx.set_label("decoder embed");
-        let ids = Tensor::from_i32(&[s], tokens.iter().map(|&t| t as i32).collect())?;
-        let pids = Tensor::from_i32(&[s], (pos..pos + s).map(|p| p as i32).collect())?;
+        let ids = Tensor::from_i32(&[n], tokens.iter().map(|&t| t as i32).collect())?;
+        let pids = (caches.iter())
+            .flat_map(|k| (k.len..k.len + s).map(|p| p as i32))
+            .collect();
+        let pids = Tensor::from_i32(&[n], pids)?;
         let e = self.run1(Op::Embed, &[ids, self.embed.clone()], ctx)?;
         let p = self.run1(Op::Embed, &[pids, self.dec_pos.clone()], ctx)?;
         let mut x = self.run1(Op::Add, &[e, p], ctx)?;
         let h = c.decoder_heads;
+        let split = Op::Split {
+            axis: 0,
+            sizes: vec![s; groups],
+        };
         for (i, l) in self.dec_layers.iter().enumerate() {
             ctx.set_label(&format!("decoder layer {i} self-attention"));
-            let n = self.norm(&x, &l.ln1, ctx)?;
-            let q = self.heads(self.linear(&n, &l.self_attn.q, ctx)?, h, ctx)?;
-            let k = self.heads(self.linear(&n, &l.self_attn.k, ctx)?, h, ctx)?;
-            let v = self.heads(self.linear(&n, &l.self_attn.v, ctx)?, h, ctx)?;
-            let (kc, vc) = &cache.layers[i];
-            let kv =
-                self.dispatcher
-                    .run(&Op::KvAppend { pos }, &[kc.clone(), vc.clone(), k, v], ctx)?;
-            let (kc, vc) = match <[Tensor; 2]>::try_from(kv) {
-                Ok([a, b]) => (a, b),
-                Err(_) => {
-                    return Err(ExecutionError::ShapeMismatch {
-                        op: "KvAppend".into(),
-                        expected: vec![2],
-                        got: vec![],
-                    })
-                }
+            let nx = self.norm(&x, &l.ln1, ctx)?;
+            let q = self.heads(self.linear(&nx, &l.self_attn.q, ctx)?, h, ctx)?;
+            let k = self.heads(self.linear(&nx, &l.self_attn.k, ctx)?, h, ctx)?;
+            let v = self.heads(self.linear(&nx, &l.self_attn.v, ctx)?, h, ctx)?;
+            let a = if groups == 1 {
+                self.self_attention(&mut caches[0], i, [q, k, v], ctx)?
+            } else {
+                let (qs, ks, vs) = (
+                    self.dispatcher.run(&split, &[q], ctx)?,
+                    self.dispatcher.run(&split, &[k], ctx)?,
+                    self.dispatcher.run(&split, &[v], ctx)?,
+                );
+                let parts = (caches.iter_mut().zip(qs).zip(ks).zip(vs))
+                    .map(|(((cache, q), k), v)| self.self_attention(cache, i, [q, k, v], ctx))
+                    .collect::<Result<Vec<_>, ExecutionError>>()?;
+                self.run1(Op::Concat { axis: 0 }, &parts, ctx)?
             };
-            let a = self.run1(
-                Op::Sdpa {
-                    scale: None,
-                    mask: Mask::Causal,
-                    q_pos: pos,
-                    kv_len: Some(pos + s),
-                },
-                &[q, kc.clone(), vc.clone()],
-                ctx,
-            )?;
-            cache.layers[i] = (kc, vc);
-            let a = self.run1(Op::Reshape(vec![s, d]), &[a], ctx)?;
+            let a = self.run1(Op::Reshape(vec![n, d]), &[a], ctx)?;
             let o = self.linear(&a, &l.self_attn.o, ctx)?;
             x = self.run1(Op::Add, &[x, o], ctx)?;
             ctx.set_label(&format!("decoder layer {i} cross-attention"));
-            let n = self.norm(&x, &l.ln2, ctx)?;
-            let q = self.heads(self.linear(&n, &l.cross.q, ctx)?, h, ctx)?;
+            let nx = self.norm(&x, &l.ln2, ctx)?;
+            let q = self.heads(self.linear(&nx, &l.cross.q, ctx)?, h, ctx)?;
             let (ck, cv) = &enc.cross[i];
             let a = self.run1(
                 Op::Sdpa {
@@ -490,15 +542,17 @@ impl Whisper {
                 &[q, ck.clone(), cv.clone()],
                 ctx,
             )?;
-            let a = self.run1(Op::Reshape(vec![s, d]), &[a], ctx)?;
+            let a = self.run1(Op::Reshape(vec![n, d]), &[a], ctx)?;
             let o = self.linear(&a, &l.cross.o, ctx)?;
             x = self.run1(Op::Add, &[x, o], ctx)?;
             ctx.set_label(&format!("decoder layer {i} mlp"));
-            let n = self.norm(&x, &l.ln3, ctx)?;
-            let m = self.mlp(&n, &l.fc1, &l.fc2, ctx)?;
+            let nx = self.norm(&x, &l.ln3, ctx)?;
+            let m = self.mlp(&nx, &l.fc1, &l.fc2, ctx)?;
             x = self.run1(Op::Add, &[x, m], ctx)?;
         }
-        cache.len = pos + s;
+        for cache in caches.iter_mut() {
+            cache.len += s;
+        }
         ctx.set_label("decoder logits");
         let xs = host(&x, &self.dispatcher)?;
         let mut rows = Vec::with_capacity(want.len() * d);
@@ -508,7 +562,7 @@ impl Whisper {
                 .ok_or(ExecutionError::IndexOutOfRange {
                     op: "whisper logits row".into(),
                     index: r as i64,
-                    len: s,
+                    len: n,
                 })?;
             rows.extend_from_slice(row);
         }
@@ -517,6 +571,59 @@ impl Whisper {
         let logits = self.run1(Op::Matmul, &[y, self.proj.clone()], ctx)?;
         let lv = host(&logits, &self.dispatcher)?;
         Ok(lv.chunks(c.n_vocab).map(<[f32]>::to_vec).collect())
+    }
+
+    /// Makes `dst` a copy of `src`'s filled positions (a beam taking over another's
+    /// history): the rows are read back and written with `KvAppend` at 0, so it works
+    /// on every backend.
+    pub fn copy_cache(
+        &self,
+        src: &KvCache,
+        dst: &mut KvCache,
+        ctx: &mut ExecContext,
+    ) -> Result<(), ExecutionError> {
+        let c = &self.config;
+        let (len, dh) = (src.len, c.d_model / c.decoder_heads);
+        let row = c.decoder_heads * dh;
+        let rows = |t: &Tensor| -> Result<Tensor, ExecutionError> {
+            let v = match t.read_f32("whisper kv copy") {
+                Ok(v) => v[..len * row].to_vec(),
+                Err(_) => {
+                    let mut v = self.dispatcher.primary().try_download_f32(t)?;
+                    v.truncate(len * row);
+                    v
+                }
+            };
+            Tensor::from_f32(&[len, c.decoder_heads, dh], v)
+        };
+        dst.len = 0;
+        if len > 0 {
+            for (i, (sk, sv)) in src.layers.iter().enumerate() {
+                let (k, v) = (rows(sk)?, rows(sv)?);
+                let (dk, dv) = &dst.layers[i];
+                let kv = self.dispatcher.run(
+                    &Op::KvAppend { pos: 0 },
+                    &[dk.clone(), dv.clone(), k, v],
+                    ctx,
+                )?;
+                dst.layers[i] = kv_pair(kv)?;
+            }
+        }
+        dst.len = len;
+        Ok(())
+    }
+}
+
+/// The two caches `KvAppend` returns.
+fn kv_pair(kv: Vec<Tensor>) -> Result<(Tensor, Tensor), ExecutionError> {
+    let got = kv.len();
+    match <[Tensor; 2]>::try_from(kv) {
+        Ok([a, b]) => Ok((a, b)),
+        Err(_) => Err(ExecutionError::ShapeMismatch {
+            op: "KvAppend outputs".into(),
+            expected: vec![2],
+            got: vec![got],
+        }),
     }
 }
 
