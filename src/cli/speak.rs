@@ -49,6 +49,9 @@ pub struct SpeakArgs {
     /// Speaker name or id (multi-speaker voices).
     #[arg(long)]
     speaker: Option<String>,
+    /// Seed of the noise (default: random, printed on stderr); the same seed gives the same audio.
+    #[arg(long)]
+    seed: Option<u64>,
     /// Seconds of silence between the sentences of an utterance.
     #[arg(long, default_value_t = 0.0)]
     sentence_silence: f32,
@@ -177,7 +180,11 @@ pub fn run(a: SpeakArgs) -> CmdResult {
         noise_w: a.noise_w,
         speaker: a.speaker.clone(),
         sentence_silence: a.sentence_silence,
+        seed: Some(a.seed.unwrap_or_else(rand::random)),
     };
+    if a.seed.is_none() {
+        eprintln!("seed: {}", synth_opts.seed.unwrap_or_default());
+    }
     voice.speaker_id(&synth_opts)?;
     let rate = voice.config().sample_rate;
     let mut warned: Vec<String> = Vec::new();
@@ -273,6 +280,7 @@ pub fn run(a: SpeakArgs) -> CmdResult {
             "rtf": rtf(totals.synthesis_ms),
             "rtf_total": rtf(wall_ms),
             "unknown_phonemes": warned,
+            "seed": synth_opts.seed,
             "backend": voice.graph_model().dispatcher().primary().name(),
         });
         println!("{v}");

@@ -341,6 +341,7 @@ impl GraphModel {
             trace: self.opts.trace.then_some([0u8; 32]),
             traced: 0,
             profile: None,
+            noise_seed: None,
         })
     }
 }
@@ -355,6 +356,8 @@ pub struct GraphSession {
     traced: usize,
     /// Per op name: total seconds and runs, when profiling.
     profile: Option<Vec<(&'static str, f64, usize)>>,
+    /// Replaces the imported seeds of `RandomNormalLike` ops (see [`GraphSession::set_noise_seed`]).
+    noise_seed: Option<u64>,
 }
 
 /// What a value holds during a forward.
@@ -376,6 +379,14 @@ impl GraphSession {
     /// Tokens in the KV cache (the position of the next token).
     pub fn position(&self) -> usize {
         self.len
+    }
+
+    /// From now on every `RandomNormalLike` op draws from a stream of `seed`
+    /// and its own imported seed (two ops never share a stream), instead of
+    /// the imported seed alone: the same `seed` gives the same draws on every
+    /// run, thread count and machine.
+    pub fn set_noise_seed(&mut self, seed: u64) {
+        self.noise_seed = Some(seed);
     }
 
     /// Forgets the conversation (keeps the buffers; ops.md `reset_kv_cache`).
@@ -611,6 +622,13 @@ impl GraphSession {
             }
             let err = |r: String| node_err(node.id, op_name, r);
             let op = match &node.op {
+                GraphOp::Fixed(Op::RandomNormalLike { mean, scale, seed }) => {
+                    Op::RandomNormalLike {
+                        mean: *mean,
+                        scale: *scale,
+                        seed: self.noise_seed.map_or(*seed, |s| mix_seed(s, *seed)),
+                    }
+                }
                 GraphOp::Fixed(op) => op.clone(),
                 GraphOp::Reshape(shape) => {
                     Op::Reshape(ops::reshape_target(shape, ins[0].numel()).ok_or_else(|| {
@@ -863,4 +881,10 @@ impl TextForward for GraphSession {
     fn truncate(&mut self, len: usize) {
         GraphSession::truncate(self, len);
     }
+}
+
+/// The generator seed of a `RandomNormalLike` op under the session seed `session`:
+/// the session seed spread by the golden-ratio multiplier, xored with the op's own.
+fn mix_seed(session: u64, op: u64) -> u64 {
+    session.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ op
 }

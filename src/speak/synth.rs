@@ -45,6 +45,10 @@ pub struct SynthesisOptions {
     pub speaker: Option<String>,
     /// Seconds of silence written between two sentences.
     pub sentence_silence: f32,
+    /// Seed of the network's noise: sentence `k` of a text draws from a stream
+    /// of (`seed`, `k`), the same on every run, thread count and machine.
+    /// `None`: the seeds stored in the graph (also reproducible).
+    pub seed: Option<u64>,
 }
 
 /// One sentence's speech.
@@ -281,6 +285,9 @@ impl Voice {
             .collect::<Result<Vec<_>, _>>()
             .map_err(execution)?;
         let mut session = self.graph.session().map_err(execution)?;
+        if let Some(seed) = opts.seed {
+            session.set_noise_seed(seed);
+        }
         let outputs = session.run(&inputs, 0).map_err(execution)?;
         let index = g
             .outputs
@@ -299,15 +306,23 @@ impl Voice {
         Ok(audio)
     }
 
-    /// One sentence's speech from its ids.
+    /// The speech of sentence `index` of a text from its ids (its noise
+    /// seed derived from `opts.seed` and `index`).
     pub fn sentence(
         &self,
+        index: usize,
         phonemes: String,
         ids: Vec<i64>,
         opts: &SynthesisOptions,
     ) -> Result<SentenceAudio, SpeakError> {
         let start = Instant::now();
-        let audio = self.synthesize_ids(&ids, opts)?;
+        let opts = SynthesisOptions {
+            seed: opts
+                .seed
+                .map(|s| s ^ (index as u64).wrapping_mul(0xD1B5_4A32_D192_ED03)),
+            ..opts.clone()
+        };
+        let audio = self.synthesize_ids(&ids, &opts)?;
         Ok(SentenceAudio {
             phonemes,
             ids,
@@ -334,7 +349,8 @@ impl Voice {
         let sentences = frontend.sentences.clone();
         let iter = sentences
             .into_iter()
-            .map(move |(phonemes, ids)| self.sentence(phonemes, ids, opts));
+            .enumerate()
+            .map(move |(k, (phonemes, ids))| self.sentence(k, phonemes, ids, opts));
         Ok((frontend, iter))
     }
 
