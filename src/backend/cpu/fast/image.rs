@@ -128,6 +128,87 @@ fn conv2d_with(
     }
 }
 
+/// `ConvTranspose2d` (see [`Op::ConvTranspose2d`]) per batch entry and group as one gemm and
+/// a scatter: `cols [H W, Cg_out kh kw] = x_g^T [H W, Cin_g] · w_g [Cin_g, Cg_out kh kw]`
+/// on the gemm kernel, then each column value added to the output position its tap
+/// reaches (positions cropped by `pads` dropped), output planes in parallel, plus `b`.
+/// The sums over input channels are the gemm's (f32), then the taps in (i, j, u, v) order.
+pub(super) fn conv_transpose2d(
+    pool: &ThreadPool,
+    a: &Conv2dArgs,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
+    let (cg_out, kh, kw) = (a.w_shape[1], a.w_shape[2], a.w_shape[3]);
+    let (cout, ho, wo) = (a.out_shape[1], a.out_shape[2], a.out_shape[3]);
+    let cin_g = cin / a.groups.max(1);
+    let (ncol, spatial, plane) = (cg_out * kh * kw, h * wd, ho * wo);
+    // Per group, the kernel as gemm rows: wt[g][(o, u, v), c].
+    let mut wt = vec![0.0f32; a.groups * ncol * cin_g];
+    for g in 0..a.groups {
+        for c in 0..cin_g {
+            let src = &w[(g * cin_g + c) * ncol..][..ncol];
+            for (j, &v) in src.iter().enumerate() {
+                wt[(g * ncol + j) * cin_g + c] = v;
+            }
+        }
+    }
+    let mut xt = vec![0.0f32; spatial * cin_g];
+    let mut cols = vec![0.0f32; spatial * ncol];
+    let reach = |i: usize, u: usize, step: usize, dil: usize, pad: usize, len: usize| {
+        (i * step + u * dil).checked_sub(pad).filter(|&r| r < len)
+    };
+    for bi in 0..n {
+        for g in 0..a.groups {
+            let planes = &x[(bi * cin + g * cin_g) * spatial..][..cin_g * spatial];
+            for (c, src) in planes.chunks(spatial.max(1)).enumerate() {
+                for (p, &v) in src.iter().enumerate() {
+                    xt[p * cin_g + c] = v;
+                }
+            }
+            gemm_rows(
+                pool,
+                &xt,
+                cin_g,
+                &wt[g * ncol * cin_g..][..ncol * cin_g],
+                ncol,
+                &mut cols,
+            );
+            let out = &mut y[(bi * cout + g * cg_out) * plane..][..cg_out * plane];
+            let cols = &cols;
+            pool.install(|| {
+                out.par_chunks_mut(plane.max(1))
+                    .enumerate()
+                    .for_each(|(o, dst)| {
+                        dst.fill(b.map_or(0.0, |b| b[g * cg_out + o]));
+                        for i in 0..h {
+                            for j in 0..wd {
+                                let col = &cols[(i * wd + j) * ncol + o * kh * kw..][..kh * kw];
+                                for u in 0..kh {
+                                    let Some(r) =
+                                        reach(i, u, a.stride[0], a.dilation[0], a.pads[0], ho)
+                                    else {
+                                        continue;
+                                    };
+                                    for v in 0..kw {
+                                        if let Some(s) =
+                                            reach(j, v, a.stride[1], a.dilation[1], a.pads[1], wo)
+                                        {
+                                            dst[r * wo + s] += col[u * kw + v];
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    })
+            });
+        }
+    }
+}
+
 /// `BatchMatmul` (see [`Op::BatchMatmul`]): per batch entry, `b` transposed
 /// once, then the gemm kernel.
 pub(super) fn batch_matmul(
@@ -298,4 +379,128 @@ pub(super) fn permute(
             }
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::cpu::reference::image as reference;
+
+    /// A value sequence without structure: `sin(1.3 i + seed)`.
+    fn values(n: usize, seed: f32) -> Vec<f32> {
+        (0..n).map(|i| (i as f32 * 1.3 + seed).sin()).collect()
+    }
+
+    #[test]
+    fn conv_transpose2d_matches_the_reference_loops() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        // (x [N, Cin, H, W], Cg_out, kernel, stride, pads, dilation, groups, out_pad)
+        let cases: [(
+            [usize; 4],
+            usize,
+            [usize; 2],
+            [usize; 2],
+            [usize; 4],
+            [usize; 2],
+            usize,
+            [usize; 2],
+        ); 4] = [
+            (
+                [1, 4, 1, 7],
+                3,
+                [1, 16],
+                [1, 8],
+                [0, 4, 0, 4],
+                [1, 1],
+                1,
+                [0, 0],
+            ),
+            (
+                [2, 6, 3, 5],
+                2,
+                [3, 2],
+                [2, 3],
+                [1, 0, 2, 1],
+                [2, 1],
+                2,
+                [1, 2],
+            ),
+            (
+                [1, 3, 1, 17],
+                1,
+                [1, 3],
+                [1, 1],
+                [0, 1, 0, 1],
+                [1, 2],
+                3,
+                [0, 0],
+            ),
+            (
+                [1, 1, 1, 1],
+                5,
+                [1, 4],
+                [1, 2],
+                [0, 0, 0, 0],
+                [1, 1],
+                1,
+                [0, 1],
+            ),
+        ];
+        for (xs, cg_out, k, stride, pads, dilation, groups, out_pad) in cases {
+            let cout = cg_out * groups;
+            let len = |i: usize, s: usize, kk: usize, d: usize, p0: usize, p1: usize, op: usize| {
+                (i - 1) * s + d * (kk - 1) + op + 1 - p0 - p1
+            };
+            let out = [
+                xs[0],
+                cout,
+                len(
+                    xs[2],
+                    stride[0],
+                    k[0],
+                    dilation[0],
+                    pads[0],
+                    pads[2],
+                    out_pad[0],
+                ),
+                len(
+                    xs[3],
+                    stride[1],
+                    k[1],
+                    dilation[1],
+                    pads[1],
+                    pads[3],
+                    out_pad[1],
+                ),
+            ];
+            let ws = [xs[1], cg_out, k[0], k[1]];
+            let x = values(xs.iter().product(), 0.1);
+            let w = values(ws.iter().product(), 0.7);
+            let b = values(cout, 1.9);
+            let args = Conv2dArgs {
+                x_shape: &xs,
+                w_shape: &ws,
+                out_shape: &out,
+                stride,
+                pads,
+                dilation,
+                groups,
+            };
+            let want = reference::conv_transpose2d(&args, &x, &w, Some(&b));
+            let mut got = vec![f32::NAN; want.len()];
+            conv_transpose2d(&pool, &args, &x, &w, Some(&b), &mut got);
+            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            let err = want
+                .iter()
+                .zip(&got)
+                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(
+                err <= 1e-5 * scale,
+                "{xs:?} k {k:?} groups {groups}: {err} (scale {scale})"
+            );
+        }
+    }
 }

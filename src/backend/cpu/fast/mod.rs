@@ -111,6 +111,33 @@ pub fn execute(
                 Ok(())
             })?)
         }
+        Op::ConvTranspose2d {
+            stride,
+            pads,
+            dilation,
+            groups,
+            ..
+        } => {
+            let (x, w) = (read(0)?, read(1)?);
+            let b = if inputs.len() == 3 {
+                Some(read(2)?)
+            } else {
+                None
+            };
+            let args = reference::image::Conv2dArgs {
+                x_shape: &infos[0].shape,
+                w_shape: &infos[1].shape,
+                out_shape: shape0,
+                stride: *stride,
+                pads: *pads,
+                dilation: *dilation,
+                groups: *groups,
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::conv_transpose2d(pool, &args, &x, &w, b.as_deref(), y);
+                Ok(())
+            })?)
+        }
         Op::GroupNorm { groups, eps } => {
             let (x, g, b) = (read(0)?, read(1)?, read(2)?);
             let args = image::GroupNormArgs {

@@ -221,7 +221,7 @@ fn transposed_taps(
 
 /// `ConvTranspose2d` of `x` by `w [Cin, Cout/groups, kh, kw]` plus `b`, in plain
 /// loops (each output a sum in f64 over the taps that reach it).
-pub(super) fn conv_transpose2d(
+pub(in crate::backend::cpu) fn conv_transpose2d(
     a: &Conv2dArgs,
     x: &[f32],
     w: &[f32],
