@@ -210,4 +210,6 @@ case("random_normal_like_times_zero",
      [("x", rand(3, 17), ["N", 17])], ["y"], [("zero", np.array(0.0, np.float32))])
 for op in ("Softplus", "Ceil"):
     case(f"unary_{op.lower()}", [node(op, ["x"], ["y"])], [("x", rand(3, 17) * 3, ["N", 17])], ["y"])
+case("pad_negative_crops", [node("Pad", ["x", "p"], ["y"])],
+     [("x", rand(3, 5, 4), ["N", 5, 4])], ["y"], [("p", ints(0, -1, 1, 0, 2, -2))])
 print("onnxruntime", ort.__version__, "onnx", onnx.__version__, "cases", len(os.listdir(OUT)))
