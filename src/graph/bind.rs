@@ -202,7 +202,7 @@ fn reshape_target(x: &[usize], spec: &[i64], allowzero: bool) -> Result<Vec<usiz
     let numel: usize = x.iter().product();
     if let Some(i) = infer_at {
         let rest: usize = out.iter().product();
-        if rest == 0 || numel % rest != 0 {
+        if rest == 0 || !numel.is_multiple_of(rest) {
             return Err(format!("cannot reshape {x:?} to {spec:?}"));
         }
         out[i] = numel / rest;

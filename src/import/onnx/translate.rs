@@ -66,6 +66,9 @@ pub struct Translated {
     pub weights: Vec<WeightOut>,
 }
 
+/// An output's dims (`None`: known only per call) and encoding.
+pub(super) type OutDims = (Vec<Option<Sym>>, DType);
+
 /// Why a node does not translate: the node's position and name are added by the caller.
 pub type Why = String;
 
@@ -388,12 +391,7 @@ impl Translator {
     /// alone 7. A dimension that differs between the first two is `c * v` when
     /// exactly one symbolic dimension `v` moves it (a probe that fails means two
     /// symbolic dimensions must be equal, and is left out); `None` otherwise.
-    fn infer(
-        &self,
-        op: &Op,
-        ins: &[Vec<Sym>],
-        dtypes: &[DType],
-    ) -> Result<Vec<(Vec<Option<Sym>>, DType)>, Why> {
+    fn infer(&self, op: &Op, ins: &[Vec<Sym>], dtypes: &[DType]) -> Result<Vec<OutDims>, Why> {
         let run = |value: &dyn Fn(&str) -> i64| -> Result<Vec<TensorInfo>, Why> {
             let infos = ins
                 .iter()
@@ -549,7 +547,7 @@ impl Translator {
         gop: &crate::graph::GraphOp,
         inputs: Vec<String>,
         outs: &[&str],
-        outputs: Vec<(Vec<Option<Sym>>, DType)>,
+        outputs: Vec<OutDims>,
     ) {
         let id = self.nodes.len();
         self.nodes.push(NodeDecl {

@@ -338,19 +338,11 @@ pub(super) fn execute(
             let idx = ints(&inputs[1], name)?;
             let k = *shape(1).last().unwrap_or(&0);
             let inner: usize = s[k..].iter().product();
+            let rows: usize = shape(1)[..shape(1).len() - 1].iter().product();
             let mut src = Vec::with_capacity(info.numel());
-            for row in idx
-                .chunks(k.max(1))
-                .take(if k == 0 { 0 } else { idx.len() / k })
-            {
-                let base = nd_offset(row, &s[..k], name)?;
-                src.extend((0..inner).map(|r| base * inner + r));
-            }
-            if k == 0 {
-                let rows: usize = shape(1)[..shape(1).len() - 1].iter().product();
-                for _ in 0..rows {
-                    src.extend(0..inner);
-                }
+            for r in 0..rows {
+                let base = nd_offset(&idx[r * k..(r + 1) * k], &s[..k], name)?;
+                src.extend((0..inner).map(|e| base * inner + e));
             }
             one(take(&inputs[0], &src, info, name)?)
         }
