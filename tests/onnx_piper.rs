@@ -7,44 +7,30 @@
 //! max |diff| <= 1e-3, for three sentences of different lengths and a batch of
 //! two padded ones (input_lengths masks the padding), on cpu (1 and 2 threads)
 //! and reference (the shortest sentence and the batch: the reference loops take
-//! about 10 s per sentence).
+//! about 10 s per sentence). On nox the output is the same bytes with 1 and 2
+//! threads. On wgpu (lavapipe in CI; no adapter fails the test) the graph runs
+//! with the integer and index ops on the cpu, each such node a dispatch record
+//! with the reason it fell back.
 
 mod onnx_util;
 
-use onnx_util::{fixture, max_abs_diff, piper_model, read_npy, scratch_dir};
-use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use cyb_llm::backend::{BackendChoice, Tensor};
+use cyb_llm::graph::{GraphModel, GraphOptions};
+use onnx_util::{eval_fixture, fixture, max_abs_diff, piper_model, read_npy, read_npy_i64};
+use std::sync::Arc;
 
 const TOLERANCE: f32 = 1e-3;
 
-/// Runs `cyb-llm eval` on case `case` with `args`; the max |diff| of `output`.
+/// Runs `cyb-llm eval` on case `case` with `args`; the max |diff| of `output`
+/// and the bytes of the `.npy` file written.
+fn eval_output(case: &str, args: &[&str]) -> (f32, Vec<u8>) {
+    let inputs = ["input", "input_lengths", "scales"];
+    eval_fixture(piper_model(), "piper", case, &inputs, "output", args)
+}
+
+/// The max |diff| of `output` for case `case` run with `args`.
 fn eval_case(case: &str, args: &[&str]) -> f32 {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
-    let out = scratch_dir().join(format!("eval-{case}-{run_id}"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cyb-llm"));
-    cmd.arg("eval").arg(piper_model());
-    for input in ["input", "input_lengths", "scales"] {
-        let f = fixture(&format!("piper/{case}_{input}.npy"));
-        cmd.arg("--input").arg(format!("{input}={}", f.display()));
-    }
-    let run = cmd
-        .arg("--output-dir")
-        .arg(&out)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "eval {case} {args:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let (shape, got) = read_npy(&out.join("output.npy"));
-    let (want_shape, want) = read_npy(&fixture(&format!("piper/{case}_output.npy")));
-    assert_eq!(shape, want_shape, "{case} {args:?}: output shape (samples)");
-    let d = max_abs_diff(&got, &want);
-    eprintln!("piper {case} {args:?}: max |diff| vs onnxruntime {d:.3e}");
-    d
+    eval_output(case, args).0
 }
 
 #[test]
@@ -66,4 +52,56 @@ fn piper_on_reference_matches_onnxruntime() {
         let d = eval_case(case, &["--backend", "reference"]);
         assert!(d <= TOLERANCE, "{case} on reference: max |diff| {d:e}");
     }
+}
+
+#[test]
+fn piper_on_nox_is_bit_identical_across_thread_counts() {
+    let (d1, one) = eval_output("s0", &["--backend", "nox", "-t", "1"]);
+    let (d2, two) = eval_output("s0", &["--backend", "nox", "-t", "2"]);
+    assert!(one == two, "nox output differs between 1 and 2 threads");
+    assert!(d1 <= TOLERANCE && d2 <= TOLERANCE, "nox: max |diff| {d1:e}");
+}
+
+#[test]
+fn piper_on_wgpu_falls_back_to_cpu_for_the_index_ops_with_records() {
+    std::env::set_var("NODEVICE_SELECT", "1");
+    let model = Arc::new(cyb_llm::load(piper_model()).unwrap());
+    let opts = GraphOptions {
+        keep_dispatch: true,
+        ..Default::default()
+    };
+    let choice = BackendChoice::parse("wgpu").unwrap();
+    let gm = Arc::new(GraphModel::with_backend(model, choice, 2, opts).expect("wgpu backend"));
+    let ints = |name: &str| {
+        let (shape, v) = read_npy_i64(&fixture(&format!("piper/s0_{name}.npy")));
+        Tensor::from_i64(&shape, v).unwrap()
+    };
+    let (sshape, scales) = read_npy(&fixture("piper/s0_scales.npy"));
+    let inputs = [
+        ints("input"),
+        ints("input_lengths"),
+        Tensor::from_f32(&sshape, scales).unwrap(),
+    ];
+    let mut session = gm.session().unwrap();
+    let out = session.run(&inputs, 0).unwrap();
+    let got = gm.dispatcher().primary().try_download_f32(&out[0]).unwrap();
+    let (want_shape, want) = read_npy(&fixture("piper/s0_output.npy"));
+    assert_eq!(out[0].shape(), want_shape.as_slice(), "wgpu: output shape");
+    let d = max_abs_diff(&got, &want);
+    assert!(d <= TOLERANCE, "wgpu: max |diff| {d:e}");
+    let records = session.context().log.records();
+    let on_wgpu = records.iter().filter(|r| r.backend == "wgpu").count();
+    assert!(on_wgpu > 0, "no node ran on wgpu");
+    for op in ["NonZero", "GatherNd", "ScatterNd", "Shape", "Compare"] {
+        let r = records
+            .iter()
+            .find(|r| r.op == op)
+            .unwrap_or_else(|| panic!("no {op} dispatch record"));
+        assert_eq!(r.backend, "cpu", "{r}");
+        assert!(r.fallback.is_some(), "{r} fell back without a reason");
+    }
+    eprintln!(
+        "piper wgpu: max |diff| {d:.3e}, {on_wgpu} of {} nodes on wgpu",
+        records.len()
+    );
 }

@@ -7,40 +7,15 @@
 
 mod onnx_util;
 
-use onnx_util::{fixture, max_abs_diff, read_npy, scratch_dir, unet_model};
+use onnx_util::{eval_fixture, fixture, scratch_dir, unet_model};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 const TOLERANCE: f32 = 1e-3;
 
 /// Runs `cyb-llm eval` on case `case` with `args`; the max |diff| of `denoised`.
 fn eval_case(case: &str, args: &[&str]) -> f32 {
-    static RUNS: AtomicUsize = AtomicUsize::new(0);
-    let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
-    let out = scratch_dir().join(format!("eval-{case}-{run_id}"));
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cyb-llm"));
-    cmd.arg("eval").arg(unet_model());
-    for input in ["noisy", "sigma", "difficulty"] {
-        let f = fixture(&format!("unet/{case}_{input}.npy"));
-        cmd.arg("--input").arg(format!("{input}={}", f.display()));
-    }
-    let run = cmd
-        .arg("--output-dir")
-        .arg(&out)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "eval {case} {args:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let (shape, got) = read_npy(&out.join("denoised.npy"));
-    let (want_shape, want) = read_npy(&fixture(&format!("unet/{case}_denoised.npy")));
-    assert_eq!(shape, want_shape, "{case} {args:?}: output shape");
-    let d = max_abs_diff(&got, &want);
-    eprintln!("unet {case} {args:?}: max |diff| vs onnxruntime {d:.3e}");
-    d
+    let inputs = ["noisy", "sigma", "difficulty"];
+    eval_fixture(unet_model(), "unet", case, &inputs, "denoised", args).0
 }
 
 #[test]

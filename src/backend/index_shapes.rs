@@ -6,6 +6,9 @@ use super::tensor::TensorInfo;
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 
+/// The most values an index op may produce (2^31).
+const MAX_VALUES: usize = 1 << 31;
+
 fn dtype_err(op: &Op, i: usize, want: &str, got: DType) -> ExecutionError {
     ExecutionError::UnsupportedOp {
         op: format!("{} (input {i} must be {want})", op.name()),
@@ -40,7 +43,15 @@ pub(super) fn infer(op: &Op, inputs: &[TensorInfo]) -> Result<Vec<TensorInfo>, E
     let int = |i: usize| of(i, |d| d == DType::I64, "i64");
     // Truth values: bool, or i64 read as `!= 0`.
     let boolean = |i: usize| of(i, |d| matches!(d, DType::Bool | DType::I64), "bool or i64");
-    let out = |shape: Vec<usize>, dtype: DType| Ok(vec![TensorInfo { shape, dtype }]);
+    // Outputs made from attributes are capped (a hostile graph must not ask for
+    // more memory than any real one).
+    let out = |shape: Vec<usize>, dtype: DType| {
+        let n = shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d));
+        if n.is_none_or(|n| n > MAX_VALUES) {
+            return Err(mismatch(op, &[MAX_VALUES], &shape));
+        }
+        Ok(vec![TensorInfo { shape, dtype }])
+    };
     let bcast = |a: &[usize], b: &[usize]| broadcast_shape(a, b).ok_or_else(|| mismatch(op, a, b));
     match op {
         Op::Shape => {
@@ -205,7 +216,9 @@ pub(super) fn infer(op: &Op, inputs: &[TensorInfo]) -> Result<Vec<TensorInfo>, E
             let shape: Option<Vec<usize>> = x
                 .iter()
                 .zip(pads)
-                .map(|(&d, p)| d.checked_add(p[0])?.checked_add(p[1]))
+                .map(|(&d, p)| {
+                    usize::try_from((d as i64).checked_add(p[0])?.checked_add(p[1])?).ok()
+                })
                 .collect();
             out(shape.ok_or_else(|| mismatch(op, x, &[]))?, inputs[0].dtype)
         }

@@ -436,11 +436,12 @@ pub enum Op {
         /// Keep reduced dims as size 1.
         keepdims: bool,
     },
-    /// `[x] -> [y]`, `y.shape[d] = pads[d][0] + x.shape[d] + pads[d][1]`,
-    /// `y[i..] = x[i - pads[..][0]]` inside, `value` elsewhere (ONNX `Pad`, constant mode).
+    /// `[x] -> [y]`, `y.shape[d] = pads[d][0] + x.shape[d] + pads[d][1]` (>= 0),
+    /// `y[i..] = x[i - pads[..][0]]` inside, `value` elsewhere (ONNX `Pad`, constant mode;
+    /// a negative pad removes values).
     Pad {
         /// `[before, after]` per dim.
-        pads: Vec<[usize; 2]>,
+        pads: Vec<[i64; 2]>,
         /// The value of the added positions.
         value: f64,
     },
@@ -763,26 +764,6 @@ impl Op {
             Ok(out)
         };
         match self {
-            Op::Shape
-            | Op::Cast(_)
-            | Op::IntBinary(_)
-            | Op::Compare(_)
-            | Op::Not
-            | Op::And
-            | Op::Where
-            | Op::Expand(_)
-            | Op::Fill { .. }
-            | Op::Range { .. }
-            | Op::NonZero { .. }
-            | Op::Gather { .. }
-            | Op::GatherElements { .. }
-            | Op::GatherNd
-            | Op::ScatterNd
-            | Op::CumSum { .. }
-            | Op::Reduce { .. }
-            | Op::Pad { .. }
-            | Op::StridedSlice { .. }
-            | Op::RandomNormalLike { .. } => super::index_shapes::infer(self, inputs),
             Op::ConvTranspose2d {
                 stride,
                 pads,
@@ -1264,6 +1245,8 @@ impl Op {
                 }
                 Ok(vec![f32_out(out)])
             }
+            // The index ops, whose rules live in `index_shapes`.
+            op => super::index_shapes::infer(op, inputs),
         }
     }
 }

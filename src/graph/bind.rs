@@ -202,7 +202,7 @@ fn reshape_target(x: &[usize], spec: &[i64], allowzero: bool) -> Result<Vec<usiz
     let numel: usize = x.iter().product();
     if let Some(i) = infer_at {
         let rest: usize = out.iter().product();
-        if rest == 0 || numel % rest != 0 {
+        if rest == 0 || !numel.is_multiple_of(rest) {
             return Err(format!("cannot reshape {x:?} to {spec:?}"));
         }
         out[i] = numel / rest;
@@ -332,15 +332,7 @@ pub(super) fn bind(op: &GraphOp, ins: &[Tensor]) -> Result<(Op, usize), String> 
             if p.len() != 2 * r {
                 return Err(format!("pads {p:?} for a rank-{r} input"));
             }
-            let pads = (0..r)
-                .map(|d| {
-                    let (b, e) = (p[d], p[r + d]);
-                    match (usize::try_from(b), usize::try_from(e)) {
-                        (Ok(b), Ok(e)) => Ok([b, e]),
-                        _ => Err(format!("negative pads {p:?} are not supported")),
-                    }
-                })
-                .collect::<Result<Vec<_>, String>>()?;
+            let pads = (0..r).map(|d| [p[d], p[r + d]]).collect();
             let value = match ins.get(2) {
                 Some(v) => scalar(v, "the pad value")?,
                 None => 0.0,

@@ -710,7 +710,9 @@ impl GraphSession {
                 }
             };
             let started = self.profile.is_some().then(std::time::Instant::now);
-            let outs = self.dispatch(m, ni, &op, &ins)?;
+            let outs = self
+                .dispatch(m, ni, &op, &ins)
+                .map_err(|e| at_node(e, &m.labels[ni], op_name))?;
             if let (Some(p), Some(t)) = (self.profile.as_mut(), started) {
                 let secs = t.elapsed().as_secs_f64();
                 match p.iter_mut().find(|e| e.0 == op.name()) {
@@ -791,6 +793,31 @@ impl GraphSession {
             }
         }
         m.dispatcher.run(op, ins, &mut self.ctx)
+    }
+}
+
+/// A backend's shape or op error with the node (id, first output) and graph op named.
+fn at_node(e: ExecutionError, label: &str, op: &str) -> ExecutionError {
+    match e {
+        ExecutionError::ShapeMismatch {
+            op: inner,
+            expected,
+            got,
+        } => ExecutionError::ShapeMismatch {
+            op: format!("graph {label} {op}: {inner}"),
+            expected,
+            got,
+        },
+        ExecutionError::UnsupportedOp {
+            op: inner,
+            backend,
+            input_dtype,
+        } => ExecutionError::UnsupportedOp {
+            op: format!("graph {label} {op}: {inner}"),
+            backend,
+            input_dtype,
+        },
+        other => other,
     }
 }
 

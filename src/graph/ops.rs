@@ -211,7 +211,7 @@ pub enum GraphOp {
         dims: Vec<i64>,
     },
     /// `[x, pads i64 [2r], value?] -> [y]` (ONNX `Pad`, constant mode): `pads` is
-    /// `[begin_0, .., begin_r-1, end_0, .., end_r-1]`, each >= 0; `value` (a scalar of
+    /// `[begin_0, .., begin_r-1, end_0, .., end_r-1]` (negative: values removed); `value` (a scalar of
     /// x's dtype) fills, 0 without it.
     PadTo {
         /// The output dims known at import (-1: known per call), checked per call.
@@ -577,7 +577,7 @@ impl GraphOp {
                 keepdims: a.bool_opt("keepdims")?.unwrap_or(true),
             }),
             "Pad" => {
-                let flat = a.usizes("pads")?;
+                let flat = a.ints("pads")?;
                 if flat.len() % 2 != 0 {
                     return Err("attribute `pads` needs [before, after] per dim".into());
                 }
@@ -824,8 +824,8 @@ impl GraphOp {
                     put("keepdims", toml::Value::Boolean(*keepdims));
                 }
                 Op::Pad { pads, value } => {
-                    let flat: Vec<usize> = pads.iter().flatten().copied().collect();
-                    put("pads", list(&flat));
+                    let flat: Vec<i64> = pads.iter().flatten().copied().collect();
+                    put("pads", int_list(&flat));
                     put("value", toml::Value::Float(*value));
                 }
                 Op::StridedSlice {

@@ -26,11 +26,13 @@ def rand(*shape, positive=False):
 
 
 def case(name, nodes, inputs, outputs, inits=(), opset=18):
-    """inputs: [(name, array, dims)] with dims naming symbolic ones as strings."""
+    """inputs: [(name, array, dims)] with dims naming symbolic ones as strings; an int64
+    array makes an int64 input."""
+    kind = lambda a: TensorProto.INT64 if a.dtype == np.int64 else F
     graph = helper.make_graph(
         nodes,
         name,
-        [helper.make_tensor_value_info(n, F, dims) for n, _, dims in inputs],
+        [helper.make_tensor_value_info(n, kind(a), dims) for n, a, dims in inputs],
         [helper.make_tensor_value_info(o, F, None) for o in outputs],
         [numpy_helper.from_array(v, k) for k, v in inits],
     )
@@ -123,4 +125,91 @@ case("slice_negative_and_gather_scalar",
      [("x", rand(2, 7, 9), ["N", 7, 9])], ["y"],
      [("st", np.array([-5, 1], np.int64)), ("en", np.array([100, -1], np.int64)), ("axes", np.array([2, 1], np.int64)),
       ("i", np.array(-1, np.int64))])
+
+# Run-time integer, index and data-dependent ops (the Piper VITS voice's); integer or bool
+# results end in a Cast to float, the form the fixtures compare.
+def ints(*values):
+    return np.array(values, np.int64)
+
+
+def to_float(src, dst):
+    return node("Cast", [src], [dst], to=TensorProto.FLOAT)
+
+
+case("gather_tensor_indices_negative_axis", [node("Gather", ["x", "i"], ["y"], axis=-2)],
+     [("x", rand(3, 17, 4), ["N", 17, 4]), ("i", ints([0, -1, 5], [16, -17, 3]), [2, 3])], ["y"])
+case("gather_elements_last_axis", [node("GatherElements", ["x", "i"], ["y"], axis=-1)],
+     [("x", rand(3, 5), [3, 5]), ("i", rng.integers(-5, 5, (3, 7)).astype(np.int64), [3, 7])], ["y"])
+case("gathernd_pairs", [node("GatherND", ["x", "i"], ["y"])],
+     [("x", rand(2, 3, 17), [2, 3, 17]), ("i", ints([0, 2], [1, -1], [1, 0], [0, 0], [1, 1]), [5, 2])], ["y"])
+case("scatternd_rows", [node("ScatterND", ["x", "i", "u"], ["y"])],
+     [("x", rand(4, 17), [4, 17]), ("i", ints([3], [0]), [2, 1]), ("u", rand(2, 17), [2, 17])], ["y"])
+case("cumsum_exclusive_reverse", [node("CumSum", ["x", "ax"], ["y"], exclusive=1, reverse=1)],
+     [("x", rand(3, 17), ["N", 17])], ["y"], [("ax", np.array(-1, np.int64))])
+case("cumsum_first_axis", [node("CumSum", ["x", "ax"], ["y"])],
+     [("x", rand(5, 1, 3), [5, 1, 3])], ["y"], [("ax", np.array(0, np.int64))])
+case("reduce_sum_keepdims_negative_axis", [node("ReduceSum", ["x", "ax"], ["y"])],
+     [("x", rand(3, 1, 17), ["N", 1, 17])], ["y"], [("ax", ints(-1))])
+case("reduce_max_no_keepdims", [node("ReduceMax", ["x", "ax"], ["y"], keepdims=0)],
+     [("x", rand(3, 4, 17), [3, 4, 17])], ["y"], [("ax", ints(0, 2))])
+case("reduce_mean_all_keepdims", [node("ReduceMean", ["x"], ["y"])], [("x", rand(3, 17), [3, 17])], ["y"])
+case("less_where_broadcast",
+     [node("Less", ["a", "b"], ["c"]), node("Where", ["c", "a", "b"], ["y"])],
+     [("a", rand(3, 17), ["N", 17]), ("b", rand(17), [17])], ["y"])
+case("equal_not_and_on_ints",
+     [node("Equal", ["i", "j"], ["e"]), node("Not", ["e"], ["n"]), node("GreaterOrEqual", ["i", "k"], ["g"]),
+      node("LessOrEqual", ["i", "k"], ["l"]), node("And", ["n", "g"], ["a"]), to_float("a", "y"), to_float("l", "z")],
+     [("i", rng.integers(-3, 3, (3, 17)).astype(np.int64), ["N", 17]),
+      ("j", rng.integers(-3, 3, (1, 17)).astype(np.int64), [1, 17])], ["y", "z"], [("k", np.array(0, np.int64))])
+case("expand_to_runtime_shape",
+     [node("Shape", ["b"], ["s"]), node("Expand", ["x", "s"], ["y"])],
+     [("x", rand(1, 17), [1, 17]), ("b", rand(3, 1), ["N", 1])], ["y"])
+case("constant_of_shape_runtime",
+     [node("Shape", ["x"], ["s"]), node("ConstantOfShape", ["s"], ["c"], value=helper.make_tensor("v", F, [1], [2.5])),
+      node("Add", ["x", "c"], ["y"])],
+     [("x", rand(3, 17), ["N", 17])], ["y"])
+case("range_from_runtime_length",
+     [node("Shape", ["x"], ["s"]), node("Gather", ["s", "i0"], ["n"], axis=0), node("Range", ["st", "n", "d"], ["r"]),
+      to_float("r", "y")],
+     [("x", rand(17, 2), ["N", 2])], ["y"],
+     [("i0", np.array(0, np.int64)), ("st", np.array(-3, np.int64)), ("d", np.array(2, np.int64))])
+case("nonzero_transpose_gathernd",
+     [node("Greater", ["x", "zero"], ["m"]), node("NonZero", ["m"], ["nz"]), node("Transpose", ["nz"], ["t"], perm=[1, 0]),
+      node("GatherND", ["x", "t"], ["y"]), to_float("nz", "z")],
+     [("x", rand(3, 17), ["N", 17])], ["y", "z"], [("zero", np.array(0.0, np.float32))])
+case("nonzero_empty",
+     [node("Greater", ["x", "big"], ["m"]), node("NonZero", ["m"], ["nz"]), to_float("nz", "y")],
+     [("x", rand(3, 1, 17), [3, 1, 17])], ["y"], [("big", np.array(100.0, np.float32))])
+case("pad_constant_value", [node("Pad", ["x", "p", "v"], ["y"])],
+     [("x", rand(2, 3, 17), ["N", 3, 17])], ["y"], [("p", ints(0, 1, 2, 0, 0, 1)), ("v", np.array(0.5, np.float32))])
+case("pad_runtime_amounts",
+     [node("Shape", ["x"], ["s"]), node("Gather", ["s", "i0"], ["n"], axis=0), node("Sub", ["n", "one"], ["m"]),
+      node("Concat", ["z2", "m", "z2", "m"], ["p"], axis=0), node("Pad", ["x", "p"], ["y"])],
+     [("x", rand(3, 5, 4), ["N", 5, 4])], ["y"],
+     [("i0", ints(0)), ("one", ints(1)), ("z2", ints(0, 0))])
+case("slice_negative_steps", [node("Slice", ["x", "st", "en", "ax", "sp"], ["y"])],
+     [("x", rand(3, 17, 5), ["N", 17, 5])], ["y"],
+     [("st", ints(-1, 4)), ("en", ints(-(2 ** 63), 0)), ("ax", ints(1, -1)), ("sp", ints(-3, -2))])
+case("slice_runtime_ends",
+     [node("Shape", ["x"], ["s"]), node("Gather", ["s", "i0"], ["n"], axis=0), node("Mul", ["n", "two"], ["e"]),
+      node("Sub", ["e", "one"], ["e1"]), node("Slice", ["x", "st", "e1", "ax"], ["y"])],
+     [("x", rand(4, 17), ["N", 17])], ["y"],
+     [("i0", ints(0)), ("two", ints(2)), ("one", ints(1)), ("st", ints(1)), ("ax", ints(1))])
+case("int_arith_reshape",
+     [node("Shape", ["x"], ["s"]), node("Gather", ["s", "i0"], ["a"], axis=0), node("Gather", ["s", "i1"], ["b"], axis=0),
+      node("Mul", ["a", "b"], ["ab"]), node("Div", ["ab", "three"], ["q"]), node("Concat", ["q", "three", "two"], ["shape"], axis=0),
+      node("Reshape", ["x", "shape"], ["y"])],
+     [("x", rand(3, 4, 2), ["N", "M", 2])], ["y"],
+     [("i0", ints(0)), ("i1", ints(1)), ("three", ints(3)), ("two", ints(2))])
+case("conv_transpose_1d", [node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[3], pads=[1, 2], output_padding=[1])],
+     [("x", rand(2, 4, 7), ["N", 4, 7])], ["y"], [("w", rand(4, 3, 5)), ("b", rand(3))])
+case("conv_transpose_2d_groups_dilated", [node("ConvTranspose", ["x", "w"], ["y"], strides=[2, 1], pads=[0, 1, 1, 0], dilations=[1, 2], group=2)],
+     [("x", rand(1, 4, 3, 5), [1, 4, 3, 5])], ["y"], [("w", rand(4, 3, 2, 3))])
+case("random_normal_like_times_zero",
+     [node("RandomNormalLike", ["x"], ["r"], seed=3.0), node("Mul", ["r", "zero"], ["m"]), node("Add", ["x", "m"], ["y"])],
+     [("x", rand(3, 17), ["N", 17])], ["y"], [("zero", np.array(0.0, np.float32))])
+for op in ("Softplus", "Ceil"):
+    case(f"unary_{op.lower()}", [node(op, ["x"], ["y"])], [("x", rand(3, 17) * 3, ["N", 17])], ["y"])
+case("pad_negative_crops", [node("Pad", ["x", "p"], ["y"])],
+     [("x", rand(3, 5, 4), ["N", 5, 4])], ["y"], [("p", ints(0, -1, 1, 0, 2, -2))])
 print("onnxruntime", ort.__version__, "onnx", onnx.__version__, "cases", len(os.listdir(OUT)))

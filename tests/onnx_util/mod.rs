@@ -9,6 +9,8 @@ mod scratch;
 use npyz::WriterBuilder;
 
 use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 /// This test binary's scratch folder.
@@ -72,12 +74,60 @@ pub fn fixture(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// Runs `cyb-llm eval MODEL` with `args` on the fixtures `SET/CASE_INPUT.npy` of each
+/// of `inputs`, and compares its f32 `output` with `SET/CASE_OUTPUT.npy` (the shapes
+/// must be equal): the max |diff| and the bytes of the `.npy` file eval wrote.
+pub fn eval_fixture(
+    model: &Path,
+    set: &str,
+    case: &str,
+    inputs: &[&str],
+    output: &str,
+    args: &[&str],
+) -> (f32, Vec<u8>) {
+    static RUNS: AtomicUsize = AtomicUsize::new(0);
+    let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
+    let out = scratch_dir().join(format!("eval-{case}-{run_id}"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cyb-llm"));
+    cmd.arg("eval").arg(model);
+    for input in inputs {
+        let f = fixture(&format!("{set}/{case}_{input}.npy"));
+        cmd.arg("--input").arg(format!("{input}={}", f.display()));
+    }
+    let run = cmd
+        .arg("--output-dir")
+        .arg(&out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "eval {case} {args:?}: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let written = out.join(format!("{output}.npy"));
+    let (shape, got) = read_npy(&written);
+    let (want_shape, want) = read_npy(&fixture(&format!("{set}/{case}_{output}.npy")));
+    assert_eq!(shape, want_shape, "{case} {args:?}: output shape");
+    let d = max_abs_diff(&got, &want);
+    eprintln!("{set} {case} {args:?}: max |diff| vs onnxruntime {d:.3e}");
+    (d, std::fs::read(written).unwrap())
+}
+
 /// An f32 `.npy` file: shape and values.
 pub fn read_npy(path: &Path) -> (Vec<usize>, Vec<f32>) {
     let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
     let shape = npy.shape().iter().map(|&d| d as usize).collect();
     (shape, npy.into_vec::<f32>().unwrap())
+}
+
+/// An i64 `.npy` file: shape and values.
+pub fn read_npy_i64(path: &Path) -> (Vec<usize>, Vec<i64>) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    let npy = npyz::NpyFile::new(&bytes[..]).unwrap();
+    let shape = npy.shape().iter().map(|&d| d as usize).collect();
+    (shape, npy.into_vec::<i64>().unwrap())
 }
 
 /// Writes values of type `T` as a `.npy` file.

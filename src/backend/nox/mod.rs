@@ -134,29 +134,10 @@ fn unary(op: &Op, x: f32) -> f32 {
     }
 }
 
-/// `n` standard normal draws of nox's own generator: Box-Muller (nox's `ln64` and
-/// `sincos64`) over a SplitMix64 stream started at `seed`, two uniforms in (0, 1]
-/// per pair of draws.
+/// `n` standard normal draws of nox's own generator: the reference's Box-Muller over
+/// SplitMix64 with nox's `ln64` and `sincos64` (the same bits on every machine).
 fn normals(seed: u64, n: usize) -> Vec<f32> {
-    let mut state = seed;
-    let mut uniform = || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^= z >> 31;
-        ((z >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    };
-    let mut out = Vec::with_capacity(n + 1);
-    while out.len() < n {
-        let (u1, u2) = (uniform(), uniform());
-        let r = (-2.0 * math::ln64(u1)).sqrt();
-        let (sin, cos) = math::sincos64(std::f64::consts::TAU * u2);
-        out.push((r * cos) as f32);
-        out.push((r * sin) as f32);
-    }
-    out.truncate(n);
-    out
+    crate::backend::cpu::reference::box_muller(seed, n, math::ln64, math::sincos64)
 }
 
 /// `x^p` as the reference defines it (`p = 2`: `x * x`, `p = 0.5`: `sqrt x`,

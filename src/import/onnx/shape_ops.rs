@@ -357,8 +357,8 @@ impl Translator {
             },
         };
         if let (Ok(p), Some(value)) = (self.known_ints(pads), value) {
-            if p.len() == 2 * r && p.iter().all(|&v| v >= 0) {
-                let pairs = (0..r).map(|d| [p[d] as usize, p[r + d] as usize]).collect();
+            if p.len() == 2 * r {
+                let pairs = (0..r).map(|d| [p[d], p[r + d]]).collect();
                 return self.apply(Op::Pad { pads: pairs, value }, &[x], &[out]);
             }
         }
@@ -427,24 +427,6 @@ impl Translator {
                 self.apply(op, &ins, &[out])
             }
             1 => {
-                let xs = self.shape_of(x)?;
-                if xs.len() != 3 {
-                    return Err(format!(
-                        "ConvTranspose 1-D input must be [N, C, L], got rank {}",
-                        xs.len()
-                    ));
-                }
-                let (x4, w4, y4) = (
-                    self.fresh_name(out),
-                    format!("{w}::2d"),
-                    self.fresh_name(out),
-                );
-                self.reshape(
-                    x,
-                    vec![xs[0].clone(), xs[1].clone(), Sym::known(1), xs[2].clone()],
-                    &x4,
-                )?;
-                self.reshape(w, super::translate::syms(&[ws[0], ws[1], 1, ws[2]]), &w4)?;
                 let op = Op::ConvTranspose2d {
                     stride: [1, strides[0]],
                     pads: [0, pads[0], 0, pads[1]],
@@ -452,11 +434,7 @@ impl Translator {
                     groups,
                     out_pad: [0, opad[0]],
                 };
-                let mut ins4: Vec<&str> = vec![&x4, &w4];
-                ins4.extend(bias);
-                self.apply(op, &ins4, &[&y4])?;
-                let ys = self.shape_of(&y4)?;
-                self.reshape(&y4, vec![ys[0].clone(), ys[1].clone(), ys[3].clone()], out)
+                self.as_2d(op, x, w, bias, out)
             }
             s => Err(format!(
                 "ConvTranspose over {s} spatial dims is not supported yet"

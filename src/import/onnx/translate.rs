@@ -66,6 +66,9 @@ pub struct Translated {
     pub weights: Vec<WeightOut>,
 }
 
+/// An output's dims (`None`: known only per call) and encoding.
+pub(super) type OutDims = (Vec<Option<Sym>>, DType);
+
 /// Why a node does not translate: the node's position and name are added by the caller.
 pub type Why = String;
 
@@ -388,12 +391,7 @@ impl Translator {
     /// alone 7. A dimension that differs between the first two is `c * v` when
     /// exactly one symbolic dimension `v` moves it (a probe that fails means two
     /// symbolic dimensions must be equal, and is left out); `None` otherwise.
-    fn infer(
-        &self,
-        op: &Op,
-        ins: &[Vec<Sym>],
-        dtypes: &[DType],
-    ) -> Result<Vec<(Vec<Option<Sym>>, DType)>, Why> {
+    fn infer(&self, op: &Op, ins: &[Vec<Sym>], dtypes: &[DType]) -> Result<Vec<OutDims>, Why> {
         let run = |value: &dyn Fn(&str) -> i64| -> Result<Vec<TensorInfo>, Why> {
             let infos = ins
                 .iter()
@@ -549,7 +547,7 @@ impl Translator {
         gop: &crate::graph::GraphOp,
         inputs: Vec<String>,
         outs: &[&str],
-        outputs: Vec<(Vec<Option<Sym>>, DType)>,
+        outputs: Vec<OutDims>,
     ) {
         let id = self.nodes.len();
         self.nodes.push(NodeDecl {
@@ -1437,6 +1435,49 @@ impl Translator {
         self.apply(Op::BatchMatmul, &[a, b], &[out])
     }
 
+    /// A 1-D convolution `op` (its 2-D form) of `x [N, C, L]` by the constant kernel
+    /// `w [A, B, k]`: run over a height of 1 (`x` and `w` reshaped, the result back).
+    pub(super) fn as_2d(
+        &mut self,
+        op: Op,
+        x: &str,
+        w: &str,
+        bias: Option<&str>,
+        out: &str,
+    ) -> Result<(), Why> {
+        let xs = self.shape_of(x)?;
+        let ws = self.shape_of(w)?;
+        if xs.len() != 3 || ws.len() != 3 {
+            return Err(format!(
+                "{} 1-D input and kernel must have rank 3, got {} and {}",
+                op.name(),
+                xs.len(),
+                ws.len()
+            ));
+        }
+        let (x4, w4, y4) = (
+            self.fresh_name(out),
+            format!("{w}::2d"),
+            self.fresh_name(out),
+        );
+        let one = Sym::known(1);
+        self.reshape(
+            x,
+            vec![xs[0].clone(), xs[1].clone(), one.clone(), xs[2].clone()],
+            &x4,
+        )?;
+        self.reshape(
+            w,
+            vec![ws[0].clone(), ws[1].clone(), one, ws[2].clone()],
+            &w4,
+        )?;
+        let mut ins4: Vec<&str> = vec![&x4, &w4];
+        ins4.extend(bias);
+        self.apply(op, &ins4, &[&y4])?;
+        let ys = self.shape_of(&y4)?;
+        self.reshape(&y4, vec![ys[0].clone(), ys[1].clone(), ys[3].clone()], out)
+    }
+
     pub(super) fn conv(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
         let x = n.input(0).ok_or("Conv needs X")?;
         let w = n.input(1).ok_or("Conv needs W")?;
@@ -1473,36 +1514,13 @@ impl Translator {
                 self.apply(op, &ins, &[out])
             }
             1 if strides.len() == 1 && dil.len() == 1 && pads.len() == 2 => {
-                // A 1-D convolution is the 2-D one over a height of 1.
-                let xs = self.shape_of(x)?;
-                if xs.len() != 3 {
-                    return Err(format!(
-                        "Conv 1-D input must be [N, C, L], got rank {}",
-                        xs.len()
-                    ));
-                }
-                let (x4, w4, y4) = (
-                    self.fresh_name(out),
-                    format!("{w}::2d"),
-                    self.fresh_name(out),
-                );
-                self.reshape(
-                    x,
-                    vec![xs[0].clone(), xs[1].clone(), Sym::known(1), xs[2].clone()],
-                    &x4,
-                )?;
-                self.reshape(w, syms(&[ws[0], ws[1], 1, ws[2]]), &w4)?;
                 let op = Op::Conv2d {
                     stride: [1, strides[0]],
                     pads: [0, pads[0], 0, pads[1]],
                     dilation: [1, dil[0]],
                     groups,
                 };
-                let mut ins4: Vec<&str> = vec![&x4, &w4];
-                ins4.extend(bias);
-                self.apply(op, &ins4, &[&y4])?;
-                let ys = self.shape_of(&y4)?;
-                self.reshape(&y4, vec![ys[0].clone(), ys[1].clone(), ys[3].clone()], out)
+                self.as_2d(op, x, w, bias, out)
             }
             s => Err(format!("Conv over {s} spatial dims is not supported yet")),
         }

@@ -91,6 +91,11 @@ fn take2(
     }
 }
 
+/// The positions NumPy broadcasting reads in two inputs of shapes `a` and `b`.
+fn pair_src(out: &[usize], a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    (broadcast_src(out, a), broadcast_src(out, b))
+}
+
 /// Index `i` into a dim of length `n` (negative from the end).
 fn wrap(i: i64, n: usize, op: &str) -> Result<usize, ExecutionError> {
     let j = if i < 0 { i + n as i64 } else { i };
@@ -157,10 +162,7 @@ pub(super) fn execute(
         Op::Cast(to) => one(cast(&inputs[0], *to, info)?),
         Op::IntBinary(k) => {
             let (a, b) = (ints(&inputs[0], name)?, ints(&inputs[1], name)?);
-            let (sa, sb) = (
-                broadcast_src(&info.shape, shape(0)),
-                broadcast_src(&info.shape, shape(1)),
-            );
+            let (sa, sb) = pair_src(&info.shape, shape(0), shape(1));
             let v = sa
                 .iter()
                 .zip(&sb)
@@ -183,10 +185,7 @@ pub(super) fn execute(
             one(Tensor::from_i64(&info.shape, v)?)
         }
         Op::Compare(c) => {
-            let (sa, sb) = (
-                broadcast_src(&info.shape, shape(0)),
-                broadcast_src(&info.shape, shape(1)),
-            );
+            let (sa, sb) = pair_src(&info.shape, shape(0), shape(1));
             let test = |o: std::cmp::Ordering| match c {
                 CmpOp::Equal => o.is_eq(),
                 CmpOp::Less => o.is_lt(),
@@ -218,10 +217,7 @@ pub(super) fn execute(
         }
         Op::And => {
             let (a, b) = (ints(&inputs[0], name)?, ints(&inputs[1], name)?);
-            let (sa, sb) = (
-                broadcast_src(&info.shape, shape(0)),
-                broadcast_src(&info.shape, shape(1)),
-            );
+            let (sa, sb) = pair_src(&info.shape, shape(0), shape(1));
             let v = sa
                 .iter()
                 .zip(&sb)
@@ -342,19 +338,11 @@ pub(super) fn execute(
             let idx = ints(&inputs[1], name)?;
             let k = *shape(1).last().unwrap_or(&0);
             let inner: usize = s[k..].iter().product();
+            let rows: usize = shape(1)[..shape(1).len() - 1].iter().product();
             let mut src = Vec::with_capacity(info.numel());
-            for row in idx
-                .chunks(k.max(1))
-                .take(if k == 0 { 0 } else { idx.len() / k })
-            {
-                let base = nd_offset(row, &s[..k], name)?;
-                src.extend((0..inner).map(|r| base * inner + r));
-            }
-            if k == 0 {
-                let rows: usize = shape(1)[..shape(1).len() - 1].iter().product();
-                for _ in 0..rows {
-                    src.extend(0..inner);
-                }
+            for r in 0..rows {
+                let base = nd_offset(&idx[r * k..(r + 1) * k], &s[..k], name)?;
+                src.extend((0..inner).map(|e| base * inner + e));
             }
             one(take(&inputs[0], &src, info, name)?)
         }
@@ -435,8 +423,11 @@ pub(super) fn execute(
                     let at = unravel(flat, &info.shape);
                     let mut k = 0;
                     for d in 0..s.len() {
-                        let i = at[d].checked_sub(pads[d][0]).filter(|&i| i < s[d])?;
-                        k += i * st[d];
+                        let i = at[d] as i64 - pads[d][0];
+                        if !(0..s[d] as i64).contains(&i) {
+                            return None;
+                        }
+                        k += i as usize * st[d];
                     }
                     Some(k)
                 })

@@ -252,8 +252,14 @@ pub fn softplus(x: f32) -> f32 {
 }
 
 /// `n` standard normal draws: Box-Muller over a SplitMix64 stream started at `seed`
-/// (two uniforms in (0, 1] per pair of draws, computed in f64).
-pub(crate) fn normals(seed: u64, n: usize) -> Vec<f32> {
+/// (two uniforms in (0, 1] per pair of draws, computed in f64), with the
+/// logarithm `ln` and `sincos` (sine, cosine) given.
+pub(crate) fn box_muller(
+    seed: u64,
+    n: usize,
+    ln: fn(f64) -> f64,
+    sincos: fn(f64) -> (f64, f64),
+) -> Vec<f32> {
     let mut state = seed;
     let mut uniform = || {
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -266,11 +272,16 @@ pub(crate) fn normals(seed: u64, n: usize) -> Vec<f32> {
     let mut out = Vec::with_capacity(n + 1);
     while out.len() < n {
         let (u1, u2) = (uniform(), uniform());
-        let r = (-2.0 * u1.ln()).sqrt();
-        let t = std::f64::consts::TAU * u2;
-        out.push((r * t.cos()) as f32);
-        out.push((r * t.sin()) as f32);
+        let r = (-2.0 * ln(u1)).sqrt();
+        let (sin, cos) = sincos(std::f64::consts::TAU * u2);
+        out.push((r * cos) as f32);
+        out.push((r * sin) as f32);
     }
     out.truncate(n);
     out
+}
+
+/// [`box_muller`] with the standard library's `ln` and `sin_cos`.
+pub(crate) fn normals(seed: u64, n: usize) -> Vec<f32> {
+    box_muller(seed, n, f64::ln, f64::sin_cos)
 }

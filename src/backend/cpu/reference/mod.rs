@@ -20,6 +20,7 @@ use crate::error::ExecutionError;
 use std::sync::Arc;
 
 pub(crate) use attention::visible;
+pub(crate) use math::box_muller;
 pub use math::{erf, gelu, gelu_tanh, pow_scalar, sample, silu, softplus};
 
 /// The reference library as a backend. It supports every op.
@@ -67,10 +68,7 @@ impl Backend for ReferenceBackend {
 pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError> {
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
     let outs = op.infer(&infos)?;
-    if op.is_index_op() {
-        return index::execute(op, inputs, &outs);
-    }
-    if inputs.iter().any(|t| t.as_i64().is_some()) {
+    if inputs.iter().any(|t| t.as_i64().is_some()) && !op.is_index_op() {
         return index::layout_ints(op, inputs, &outs);
     }
     let name = op.name();
@@ -133,24 +131,8 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
             pads,
             dilation,
             groups,
-        } => {
-            let b = if inputs.len() == 3 {
-                Some(read(2)?)
-            } else {
-                None
-            };
-            let args = image::Conv2dArgs {
-                x_shape: &infos[0].shape,
-                w_shape: &infos[1].shape,
-                out_shape: &outs[0].shape,
-                stride: *stride,
-                pads: *pads,
-                dilation: *dilation,
-                groups: *groups,
-            };
-            one(image::conv2d(&args, &read(0)?, &read(1)?, b.as_deref()))
         }
-        Op::ConvTranspose2d {
+        | Op::ConvTranspose2d {
             stride,
             pads,
             dilation,
@@ -171,12 +153,11 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 dilation: *dilation,
                 groups: *groups,
             };
-            one(image::conv_transpose2d(
-                &args,
-                &read(0)?,
-                &read(1)?,
-                b.as_deref(),
-            ))
+            let conv = match op {
+                Op::Conv2d { .. } => image::conv2d,
+                _ => image::conv_transpose2d,
+            };
+            one(conv(&args, &read(0)?, &read(1)?, b.as_deref()))
         }
         Op::AvgPool2d {
             kernel,
@@ -447,26 +428,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 &[sum[0].clone(), inputs[4].clone(), inputs[5].clone()],
             )
         }
-        Op::Shape
-        | Op::Cast(_)
-        | Op::IntBinary(_)
-        | Op::Compare(_)
-        | Op::Not
-        | Op::And
-        | Op::Where
-        | Op::Expand(_)
-        | Op::Fill { .. }
-        | Op::Range { .. }
-        | Op::NonZero { .. }
-        | Op::Gather { .. }
-        | Op::GatherElements { .. }
-        | Op::GatherNd
-        | Op::ScatterNd
-        | Op::CumSum { .. }
-        | Op::Reduce { .. }
-        | Op::Pad { .. }
-        | Op::StridedSlice { .. }
-        | Op::RandomNormalLike { .. } => index::execute(op, inputs, &outs),
+
         Op::FusedQkv => {
             let x = read(0)?;
             (1..4)
@@ -476,6 +438,8 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect()
         }
+        // The run-time integer, index and shape ops.
+        op => index::execute(op, inputs, &outs),
     }
 }
 
