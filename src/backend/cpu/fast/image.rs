@@ -391,23 +391,25 @@ mod tests {
         (0..n).map(|i| (i as f32 * 1.3 + seed).sin()).collect()
     }
 
+    /// x `[N, Cin, H, W]`, Cg_out, kernel, stride, pads, dilation, groups, out_pad.
+    type Case = (
+        [usize; 4],
+        usize,
+        [usize; 2],
+        [usize; 2],
+        [usize; 4],
+        [usize; 2],
+        usize,
+        [usize; 2],
+    );
+
     #[test]
     fn conv_transpose2d_matches_the_reference_loops() {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
-        // (x [N, Cin, H, W], Cg_out, kernel, stride, pads, dilation, groups, out_pad)
-        let cases: [(
-            [usize; 4],
-            usize,
-            [usize; 2],
-            [usize; 2],
-            [usize; 4],
-            [usize; 2],
-            usize,
-            [usize; 2],
-        ); 4] = [
+        let cases: [Case; 4] = [
             (
                 [1, 4, 1, 7],
                 3,
