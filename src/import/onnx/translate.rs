@@ -168,10 +168,12 @@ pub(super) enum VarSrc {
     Elem(String, usize),
 }
 
+/// ONNX's axis rule: `axis` in `[-rank, rank)`, negative counting from the end; a
+/// rank-0 value has no axis.
 pub(super) fn normalize_axis(axis: i64, rank: usize) -> Result<usize, Why> {
     let r = rank as i64;
     let a = if axis < 0 { axis + r } else { axis };
-    if (0..r.max(1)).contains(&a) {
+    if (0..r).contains(&a) {
         Ok(a as usize)
     } else {
         Err(format!("axis {axis} is out of range for rank {rank}"))
