@@ -107,6 +107,14 @@ pub fn set_force_portable(force: bool) {
     FORCE_PORTABLE.store(force, Ordering::Relaxed);
 }
 
+static PANELS_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Turns the AVX2 panel kernels off (`false`: [`matmul`] runs the four-row kernels instead)
+/// or back on, so that benchmarks can compare the two in one process.
+pub fn set_panels(enabled: bool) {
+    PANELS_OFF.store(!enabled, Ordering::Relaxed);
+}
+
 /// The path [`matvec`] / [`matmul`] take on this machine now.
 pub fn active_path() -> KernelPath {
     static ENV_PORTABLE: OnceLock<bool> = OnceLock::new();
@@ -209,21 +217,28 @@ pub fn matmul_with(
         }
         DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let acts = act::quantize_q8(x, k, m);
-            #[cfg(target_arch = "x86_64")]
-            let panel = path == KernelPath::Avx2 && m >= PANEL_MIN_ROWS && avx2::has_panel(dtype);
-            #[cfg(not(target_arch = "x86_64"))]
-            let panel = false;
-            if panel {
+            match () {
                 #[cfg(target_arch = "x86_64")]
-                avx2::panel_matmul(dtype, w, n, k, &acts, m, y);
-            } else {
-                let kernel = block_kernel(path, dtype);
-                run(kernel, w, row_bytes, n, &acts, k / 32, m, y);
+                _ if use_panel(path, dtype, m) => avx2::panel_matmul(dtype, w, n, k, &acts, m, y),
+                _ => run(
+                    block_kernel(path, dtype),
+                    w,
+                    row_bytes,
+                    n,
+                    &acts,
+                    k / 32,
+                    m,
+                    y,
+                ),
             }
         }
         _ => {
             let acts = act::quantize_q8k(x, k, m);
-            run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
+            match () {
+                #[cfg(target_arch = "x86_64")]
+                _ if use_panel(path, dtype, m) => avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y),
+                _ => run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y),
+            }
         }
     }
     gemm::finish_rows(finish, n, y);
@@ -356,6 +371,16 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
 /// for the encodings that have a panel kernel.
 #[cfg(target_arch = "x86_64")]
 const PANEL_MIN_ROWS: usize = 8;
+
+/// Whether [`matmul_with`] runs `dtype` with `m` activation rows through the AVX2 panel
+/// kernels ([`avx2::panel_matmul`], [`avx2::k_panel_matmul`]).
+#[cfg(target_arch = "x86_64")]
+fn use_panel(path: KernelPath, dtype: DType, m: usize) -> bool {
+    path == KernelPath::Avx2
+        && m >= PANEL_MIN_ROWS
+        && avx2::has_panel(dtype)
+        && !PANELS_OFF.load(Ordering::Relaxed)
+}
 
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
 const ACT_TILE: usize = 16;

@@ -300,3 +300,58 @@ fn force_portable_switches_the_active_path() {
         assert_eq!(a, b);
     }
 }
+
+/// The four-row and panel kernels on awkward shapes: weight rows not a multiple of 4 or 8,
+/// one activation row, 4..7 rows (four-row kernels), 8 and more (panels), against the
+/// reference and against the portable path. The k-quant panels keep the portable kernels'
+/// arithmetic (exact i32 sums, then the same f32 operations in the same order), so from
+/// 8 activation rows on (`PANEL_MIN_ROWS`) they must match them bit for bit.
+#[test]
+fn multi_row_kernels_match_portable() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let dtypes = [
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+    ];
+    let shapes = [
+        (1, 1),
+        (13, 1),
+        (7, 4),
+        (13, 7),
+        (1, 8),
+        (13, 9),
+        (8, 16),
+        (29, 33),
+    ];
+    for dtype in dtypes {
+        for (n, m) in shapes {
+            let k = round_up(520, dtype.block_values());
+            check(&mut rng, dtype, n, k, m);
+            let w = weights(&mut rng, dtype, n, k);
+            let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let outs: Vec<Vec<f32>> = paths()
+                .into_iter()
+                .map(|p| {
+                    let mut y = vec![f32::NAN; m * n];
+                    matmul_with(p, dtype, &w, n, k, &x, m, None, &mut y);
+                    y
+                })
+                .collect();
+            let exact = cfg!(target_arch = "x86_64") && dtype.block_values() == 256 && m >= 8;
+            for o in &outs[1..] {
+                if exact {
+                    assert_eq!(o, &outs[0], "{dtype} n={n} m={m}: panel vs portable");
+                } else {
+                    let e = rel_error(o, &outs[0], 0.0);
+                    assert!(e <= 1e-5, "{dtype} n={n} m={m}: paths differ by {e:e}");
+                }
+            }
+        }
+    }
+}
