@@ -1041,9 +1041,9 @@ pub(super) fn has_panel(dtype: DType) -> bool {
     )
 }
 
-/// Eight weight rows decoded for [`panel_rows`]: per 32-value block, eight vectors of codes
-/// (vector `s` holds values `4s..4s + 4` of the eight rows, one 32-bit lane per row), and the
-/// rows' scales `d` and offsets `m` (a weight is `d * code + m`).
+/// Eight weight rows decoded for [`panel_rows_with`]: per 32-value block, eight vectors of
+/// unsigned codes (vector `s` holds values `4s..4s + 4` of the eight rows, one 32-bit lane per
+/// row), and the rows' scales `d` and offsets `m` (a weight is `d * code + m`).
 struct Panel {
     codes: Vec<__m256i>,
     d: Vec<f32>,
@@ -1094,11 +1094,14 @@ fn for_each_panel<P>(
 }
 
 /// `Y[m, n] = X W^T` for the 32-value encodings of [`has_panel`], eight weight rows at a time:
-/// each panel of eight rows is decoded once (codes interleaved so that one `maddubs` serves
-/// all eight rows and one f32 FMA scales eight sums), then run against every activation row.
-/// `acts` holds `m` rows of `k / 32` blocks.
+/// each panel of eight rows is decoded once (codes interleaved so that one `maddubs` or
+/// `vpdpbusd` serves all eight rows and one f32 FMA scales eight sums), then run against
+/// every activation row; `vnni` selects [`panel_rows_vnni`] (only where detected). `acts`
+/// holds `m` rows of `k / 32` blocks.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn panel_matmul(
     dtype: DType,
+    vnni: bool,
     w: &[u8],
     n: usize,
     k: usize,
@@ -1107,6 +1110,7 @@ pub(super) fn panel_matmul(
     y: &mut [f32],
 ) {
     debug_assert!(super::avx2_detected() && has_panel(dtype));
+    debug_assert!(!vnni || super::vnni_detected());
     let nb = k / 32;
     let row_bytes = nb * dtype.block_bytes();
     assert!(w.len() >= n * row_bytes && acts.len() >= m * nb && y.len() >= m * n);
@@ -1119,12 +1123,17 @@ pub(super) fn panel_matmul(
         offset_by_s: matches!(dtype, DType::Q4_1 | DType::Q5_1),
     };
     for_each_panel(w, n, row_bytes, new_panel, |panel, rows_w, n0, rows| {
-        // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); `rows_w` holds `rows`
-        // rows of `nb` blocks, `acts` `m` rows of `nb` blocks (asserted above), and this task
-        // alone writes columns `n0..n0 + rows` of the `m` rows of `n` outputs.
+        // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition), AVX-512 VNNI + VL where
+        // `vnni`; `rows_w` holds `rows` rows of `nb` blocks, `acts` `m` rows of `nb` blocks
+        // (asserted above), and this task alone writes columns `n0..n0 + rows` of the `m`
+        // rows of `n` outputs.
         unsafe {
             decode_panel(dtype, rows_w, nb, panel);
-            panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
+            if vnni {
+                panel_rows_vnni(panel, nb, acts, m, out.get(), n, n0, rows);
+            } else {
+                panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
+            }
         }
     });
 }
@@ -1198,8 +1207,46 @@ unsafe fn decode_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut Panel) {
 }
 
 /// The eight outputs of a decoded panel for each of the `m` activation rows, written to
-/// `y[r * n + n0 ..][..rows]`. Codes are below 32, so four `maddubs` results add up in i16
-/// without saturating (4 * 2 * 31 * 127 < 32768).
+/// `y[r * n + n0 ..][..rows]`; `isum` maps a block's eight code vectors and its activation
+/// bytes (as i32 groups of four) to the rows' i32 sums of code times activation. Then per
+/// block, with f32 FMAs: `acc += m * off_a`, `acc += (d * d_a) * isum`, where `off_a` is the
+/// activation block's `s` (q4_1 / q5_1) or `d_a * sum_a` (q4_0 / q5_0).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn panel_rows_with(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+    isum: impl Fn(*const __m256i, *const i32) -> __m256i,
+) {
+    let codes = panel.codes.as_ptr();
+    for r in 0..m {
+        let a = &acts[r * nb..(r + 1) * nb];
+        let mut acc = _mm256_setzero_ps();
+        for (b, q) in a.iter().enumerate() {
+            let s = isum(codes.add(b * 8), q.qs.as_ptr() as *const i32);
+            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
+            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
+            let offset = if panel.offset_by_s {
+                q.s
+            } else {
+                q.d * q.sum as f32
+            };
+            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
+            let dd = _mm256_mul_ps(dv, _mm256_set1_ps(q.d));
+            acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
+        }
+        store_rows(acc, y.add(r * n + n0), rows);
+    }
+}
+
+/// [`panel_rows_with`] through `maddubs`: codes are below 32, so four `maddubs` results add
+/// up in i16 without saturating (4 * 2 * 31 * 127 < 32768).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn panel_rows(
@@ -1213,41 +1260,45 @@ unsafe fn panel_rows(
     rows: usize,
 ) {
     let ones = _mm256_set1_epi16(1);
-    let codes = panel.codes.as_ptr();
-    for r in 0..m {
-        let a = &acts[r * nb..(r + 1) * nb];
-        let mut acc = _mm256_setzero_ps();
-        for (b, q) in a.iter().enumerate() {
-            let qp = q.qs.as_ptr() as *const i32;
-            let c = codes.add(b * 8);
-            let step = |s: usize| {
-                _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
-            };
-            let s0 = _mm256_add_epi16(
-                _mm256_add_epi16(step(0), step(1)),
-                _mm256_add_epi16(step(2), step(3)),
-            );
-            let s1 = _mm256_add_epi16(
-                _mm256_add_epi16(step(4), step(5)),
-                _mm256_add_epi16(step(6), step(7)),
-            );
-            let isum = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
-            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
-            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
-            let offset = if panel.offset_by_s {
-                q.s
-            } else {
-                q.d * q.sum as f32
-            };
-            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
-            acc = _mm256_fmadd_ps(
-                _mm256_mul_ps(dv, _mm256_set1_ps(q.d)),
-                _mm256_cvtepi32_ps(isum),
-                acc,
-            );
+    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+        let step = |s: usize| {
+            _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
+        };
+        let s0 = _mm256_add_epi16(
+            _mm256_add_epi16(step(0), step(1)),
+            _mm256_add_epi16(step(2), step(3)),
+        );
+        let s1 = _mm256_add_epi16(
+            _mm256_add_epi16(step(4), step(5)),
+            _mm256_add_epi16(step(6), step(7)),
+        );
+        _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones))
+    });
+}
+
+/// [`panel_rows_with`] through AVX-512 VNNI's `vpdpbusd` (i32 sums of four unsigned-times-
+/// signed byte products, no i16 step), in two chains of four: the same i32 sums as
+/// [`panel_rows`], so the same outputs bit for bit.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn panel_rows_vnni(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+) {
+    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+        let mut s = [_mm256_setzero_si256(); 2];
+        for i in 0..8 {
+            let a = _mm256_set1_epi32(qp.add(i).read_unaligned());
+            s[i % 2] = _mm256_dpbusd_epi32(s[i % 2], *c.add(i), a);
         }
-        store_rows(acc, y.add(r * n + n0), rows);
-    }
+        _mm256_add_epi32(s[0], s[1])
+    });
 }
 
 /// Writes the first `rows` lanes of `acc` to `dst`.

@@ -38,6 +38,9 @@ pub enum KernelPath {
     Portable,
     /// AVX2 + FMA + F16C intrinsics (x86-64 only).
     Avx2,
+    /// [`Avx2`](KernelPath::Avx2) with the integer products of the panel kernels through
+    /// AVX-512 VNNI's `vpdpbusd` on 256-bit vectors (x86-64 with AVX-512 VNNI and VL only).
+    Avx512Vnni,
     /// NEON intrinsics with widening multiplies (aarch64 only).
     Neon,
     /// NEON intrinsics with the `sdot` instruction (aarch64 with FEAT_DotProd only).
@@ -50,18 +53,35 @@ impl KernelPath {
         match self {
             KernelPath::Portable => true,
             KernelPath::Avx2 => avx2_detected(),
+            KernelPath::Avx512Vnni => avx2_detected() && vnni_detected(),
             KernelPath::Neon => cfg!(target_arch = "aarch64"),
             KernelPath::NeonDot => dotprod_detected(),
         }
     }
 }
 
+impl KernelPath {
+    /// The path of the row kernels and the float GEMM: [`Avx512Vnni`](KernelPath::Avx512Vnni)
+    /// differs from [`Avx2`](KernelPath::Avx2) only in the panel kernels.
+    fn rows(self) -> Self {
+        match self {
+            KernelPath::Avx512Vnni => KernelPath::Avx2,
+            p => p,
+        }
+    }
+}
+
 /// The fastest path this CPU can run.
 fn best_path() -> KernelPath {
-    [KernelPath::Avx2, KernelPath::NeonDot, KernelPath::Neon]
-        .into_iter()
-        .find(|p| p.available())
-        .unwrap_or(KernelPath::Portable)
+    [
+        KernelPath::Avx512Vnni,
+        KernelPath::Avx2,
+        KernelPath::NeonDot,
+        KernelPath::Neon,
+    ]
+    .into_iter()
+    .find(|p| p.available())
+    .unwrap_or(KernelPath::Portable)
 }
 
 fn dotprod_detected() -> bool {
@@ -83,6 +103,22 @@ fn avx2_detected() -> bool {
             std::arch::is_x86_feature_detected!("avx2")
                 && std::arch::is_x86_feature_detected!("fma")
                 && std::arch::is_x86_feature_detected!("f16c")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Whether this CPU has AVX-512 VNNI and VL (checked once).
+fn vnni_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static DETECTED: OnceLock<bool> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx512vnni")
+                && std::arch::is_x86_feature_detected!("avx512vl")
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -206,6 +242,8 @@ pub fn matmul_with(
     if n == 0 || m == 0 {
         return;
     }
+    let panel_path = path;
+    let path = path.rows();
     let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
     if let (DType::F32 | DType::F16 | DType::BF16, Some(micro)) = (dtype, micro) {
         gemm::matmul(micro, dtype, w, n, k, x, m, finish, y);
@@ -219,7 +257,10 @@ pub fn matmul_with(
             let acts = act::quantize_q8(x, k, m);
             match () {
                 #[cfg(target_arch = "x86_64")]
-                _ if use_panel(path, dtype, m) => avx2::panel_matmul(dtype, w, n, k, &acts, m, y),
+                _ if use_panel(panel_path, dtype, m) => {
+                    let vnni = panel_path == KernelPath::Avx512Vnni;
+                    avx2::panel_matmul(dtype, vnni, w, n, k, &acts, m, y)
+                }
                 _ => run(
                     block_kernel(path, dtype),
                     w,
@@ -236,7 +277,9 @@ pub fn matmul_with(
             let acts = act::quantize_q8k(x, k, m);
             match () {
                 #[cfg(target_arch = "x86_64")]
-                _ if use_panel(path, dtype, m) => avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y),
+                _ if use_panel(panel_path, dtype, m) => {
+                    avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y)
+                }
                 _ => run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y),
             }
         }
@@ -376,7 +419,7 @@ const PANEL_MIN_ROWS: usize = 8;
 /// kernels ([`avx2::panel_matmul`], [`avx2::k_panel_matmul`]).
 #[cfg(target_arch = "x86_64")]
 fn use_panel(path: KernelPath, dtype: DType, m: usize) -> bool {
-    path == KernelPath::Avx2
+    matches!(path, KernelPath::Avx2 | KernelPath::Avx512Vnni)
         && m >= PANEL_MIN_ROWS
         && avx2::has_panel(dtype)
         && !PANELS_OFF.load(Ordering::Relaxed)
