@@ -242,6 +242,7 @@ pub fn matmul_with(
     if n == 0 || m == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
     let panel_path = path;
     let path = path.rows();
     let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
