@@ -3,7 +3,9 @@
 //! `cargo bench --bench matvec`. Settings: `CYB_BENCH_THREADS` (default 2),
 //! `CYB_BENCH_DTYPES=q4_0,q8_0` (default all), `CYB_BENCH_SHAPES=4096x4096,...` (n x k),
 //! `CYB_LLM_PORTABLE_KERNELS=1` (portable path), `CYB_BENCH_CACHED=1` (one copy of the
-//! weights, so they stay in cache: the kernels' compute rate).
+//! weights, so they stay in cache: the kernels' compute rate), `CYB_BENCH_ROWS=512` (prefill
+//! instead: `matmul` of that many activation rows, the panel kernels on and off alternately,
+//! see [`prefill`]).
 //!
 //! First prints a table: weight bytes / time (median) as GB/s and as a share of the read
 //! bandwidth measured in the same run (a parallel sum over 512 MiB in 16 MiB arrays, median,
@@ -13,7 +15,7 @@
 //! forward pass (a model's layers do not fit in the last-level cache), not from the cache.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use cyb_llm::backend::cpu::kernels::{active_path, matvec};
+use cyb_llm::backend::cpu::kernels::{active_path, matmul, matvec, set_panels};
 use cyb_llm::DType;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -185,12 +187,70 @@ fn time_matvec(pool: &rayon::ThreadPool, dtype: DType, ws: &[Vec<u8>], n: usize,
     times[reps / 2]
 }
 
+/// Prefill: `matmul` of `m` activation rows per encoding and shape, with the panel kernels
+/// (where the encoding has one) and with the four-row kernels, alternating, 7 runs each after
+/// a warm-up. Prints the median and the range of each in GOP/s (2 m n k / time) and the ratio
+/// of the medians.
+fn prefill(pool: &rayon::ThreadPool, m: usize) {
+    println!(
+        "matmul, {m} activation rows, {} threads, {:?} kernels",
+        pool.current_num_threads(),
+        active_path()
+    );
+    println!("| dtype | n x k | panels GOP/s (median, min-max) | four-row GOP/s | ratio |");
+    println!("|---|---|---|---|---|");
+    for dtype in dtypes() {
+        for (n, k) in shapes() {
+            if !k.is_multiple_of(dtype.block_values()) {
+                continue;
+            }
+            let w = weights(dtype, n, k);
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
+                .collect();
+            let mut y = vec![0.0f32; m * n];
+            let mut run = |panels: bool| {
+                set_panels(panels);
+                let t = Instant::now();
+                pool.install(|| matmul(dtype, &w, n, k, &x, m, &mut y));
+                t.elapsed().as_secs_f64()
+            };
+            run(true);
+            run(false);
+            let (mut on, mut off) = (Vec::new(), Vec::new());
+            for _ in 0..7 {
+                on.push(run(true));
+                off.push(run(false));
+            }
+            set_panels(true);
+            let ops = 2.0 * (m * n * k) as f64 / 1e9;
+            let stats = |t: &mut Vec<f64>| {
+                t.sort_by(f64::total_cmp);
+                (ops / t[t.len() / 2], ops / t[t.len() - 1], ops / t[0])
+            };
+            let ((a, a0, a1), (b, b0, b1)) = (stats(&mut on), stats(&mut off));
+            println!(
+                "| {} | {n}x{k} | {a:.1} ({a0:.1}-{a1:.1}) | {b:.1} ({b0:.1}-{b1:.1}) | {:.2} |",
+                dtype.name(),
+                a / b
+            );
+        }
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let threads = threads();
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build()
         .unwrap();
+    if let Some(m) = std::env::var("CYB_BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        prefill(&pool, m);
+        return;
+    }
     let bw_before = read_bandwidth(&pool);
     let dtypes = dtypes();
     let shapes = shapes();

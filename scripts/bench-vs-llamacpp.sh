@@ -10,12 +10,16 @@
 # llama-bench is built by scripts/build-llamacpp.sh (llama-cpp-python sdist,
 # cached in .cache/llama.cpp-build, outside the tracked tree).
 #
-#   scripts/bench-vs-llamacpp.sh [GGUF...]
+#   scripts/bench-vs-llamacpp.sh [GGUF|qwen2-0.5b|llama-1b ...]
 #   env: THREADS=2 P=512 N=128 REPS=3 ROUNDS=2 CYB=target/release/cyb-llm
 #        RAW=DIR (keep every run's JSON there)
+#        BENCH_MODELS=.cache/bench-models (where qwen2-0.5b / llama-1b are generated)
 #        LLAMA_ARGS="--poll 0" (extra llama-bench flags; on a machine shared with other
 #        work llama.cpp's spinning thread barriers stall, and its tg figures then vary 10x)
-# Default GGUFs: the SmolLM2 Q4_1 and Gemma-3-270M Q4_K_M of scripts/fetch-models.sh.
+# Default GGUFs: the SmolLM2 Q4_1 and Gemma-3-270M Q4_K_M of scripts/fetch-models.sh, and
+# seeded-random Q4_K_M files of Qwen2-0.5B's and Llama-3.2-1B's shapes and quantization mixes
+# (the names qwen2-0.5b and llama-1b: scripts/make_bench_gguf.py writes them into
+# BENCH_MODELS when missing, from the vocab GGUFs of `scripts/fetch-models.sh llamacpp`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/bench-lib.sh
@@ -28,17 +32,33 @@ CYB=${CYB:-target/release/cyb-llm}
 LLAMA_ARGS=${LLAMA_ARGS:-}
 LB=${CYB_LLAMACPP_BUILD:-.cache/llama.cpp-build}/cmake/bin/llama-bench
 RAW=${RAW:-$(mktemp -d)}
+BENCH_MODELS=${BENCH_MODELS:-.cache/bench-models}
+VOCAB=.cache/models/llama-vocab
 mkdir -p "$RAW"
 
 [ -x "$LB" ] || scripts/build-llamacpp.sh
 [ -x "$CYB" ] || cargo build --release --bin cyb-llm
 if [ $# -eq 0 ]; then
-  set -- .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma3/gemma-3-270m-q4_k_m.gguf
+  set -- .cache/models/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf .cache/models/gemma3/gemma-3-270m-q4_k_m.gguf \
+    qwen2-0.5b llama-1b
 fi
+# A generated model's name -> its GGUF (written when missing).
+gguf_of() {
+  local vocab
+  case $1 in
+    qwen2-0.5b) vocab=$VOCAB/ggml-vocab-qwen2.gguf ;;
+    llama-1b) vocab=$VOCAB/ggml-vocab-llama-bpe.gguf ;;
+    *) echo "$1"; return ;;
+  esac
+  local f=$BENCH_MODELS/$1-q4_k_m.gguf
+  [ -f "$f" ] || python3 scripts/make_bench_gguf.py "$1" "$vocab" "$f" >&2
+  echo "$f"
+}
 
 echo "# $(machine_line)" >&2
 echo "# threads $THREADS, pp$P, tg$N, $ROUNDS rounds x $REPS reps, interleaved llama.cpp / cyb-llm${LLAMA_ARGS:+ (llama-bench $LLAMA_ARGS)}" >&2
-for gguf in "$@"; do
+for name in "$@"; do
+  gguf=$(gguf_of "$name")
   model=${gguf%.gguf}.model
   [ -f "$model" ] || "$CYB" import "$gguf" -o "$model" >&2
   stem=$(basename "${gguf%.gguf}")

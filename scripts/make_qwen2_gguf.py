@@ -126,6 +126,22 @@ def f32s(rng, n, mean, std):
     return struct.pack(f"<{n}f", *(rng.gauss(mean, std) for _ in range(n)))
 
 
+def write_gguf(out_path, meta, tensors):
+    """A GGUF v3 file of the encoded key/values `meta` and the tensors (name, dims ne0-first,
+    type, bytes), written to OUT.part and renamed."""
+    infos, offset = [], 0
+    for name, dims, t, data in tensors:
+        infos.append(gstr(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
+                     + struct.pack("<IQ", t, offset))
+        offset += (len(data) + ALIGN - 1) // ALIGN * ALIGN
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(meta) + b"".join(infos)
+    with open(out_path + ".part", "wb") as f:
+        f.write(head + b"\0" * (-len(head) % ALIGN))
+        for _, _, _, data in tensors:
+            f.write(data + b"\0" * (-len(data) % ALIGN))
+    os.replace(out_path + ".part", out_path)
+
+
 def main():
     if len(sys.argv) != 3:
         raise SystemExit(__doc__)
@@ -184,17 +200,7 @@ def main():
     ]
     meta += [gstr(key) + raw for key, raw in vocab_kvs if key.startswith("tokenizer.")]
 
-    infos, offset = [], 0
-    for name, dims, t, data in tensors:
-        infos.append(gstr(name) + struct.pack("<I", len(dims)) + struct.pack(f"<{len(dims)}Q", *dims)
-                     + struct.pack("<IQ", t, offset))
-        offset += (len(data) + ALIGN - 1) // ALIGN * ALIGN
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(meta)) + b"".join(meta) + b"".join(infos)
-    with open(out_path + ".part", "wb") as f:
-        f.write(head + b"\0" * (-len(head) % ALIGN))
-        for _, _, _, data in tensors:
-            f.write(data + b"\0" * (-len(data) % ALIGN))
-    os.replace(out_path + ".part", out_path)
+    write_gguf(out_path, meta, tensors)
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ wrapper4!(/** q4_k weights, four activation rows. */ q4_k_rows4, q4_k_rows4_imp,
 wrapper4!(/** q8_0 weights, four activation rows. */ q8_0_rows4, q8_0_rows4_imp, Q8Block);
 wrapper4!(/** q4_0 weights, four activation rows. */ q4_0_rows4, q4_0_rows4_imp, Q8Block);
 wrapper4!(/** q5_0 weights, four activation rows. */ q5_0_rows4, q5_0_rows4_imp, Q8Block);
+wrapper4!(/** q5_k weights, four activation rows. */ q5_k_rows4, q5_k_rows4_imp, Q8KBlock);
 wrapper4!(/** q6_k weights, four activation rows. */ q6_k_rows4, q6_k_rows4_imp, Q8KBlock);
 wrapper!(/** f32 weights. */ f32_row, f32_imp, f32);
 wrapper!(/** f16 weights. */ f16_row, f16_imp, f32);
@@ -77,6 +78,7 @@ pub(super) fn block_rows4(dtype: DType) -> Option<RowDot4<Q8Block>> {
 pub(super) fn k_rows4(dtype: DType) -> Option<RowDot4<Q8KBlock>> {
     match dtype {
         DType::Q4K => Some(q4_k_rows4),
+        DType::Q5K => Some(q5_k_rows4),
         DType::Q6K => Some(q6_k_rows4),
         _ => None,
     }
@@ -775,34 +777,87 @@ unsafe fn q4_k_imp(w: &[u8], a: &[Q8KBlock]) -> f32 {
     hsum(acc) - hsum(acc_m)
 }
 
-/// q4_k against four activation rows: each block's codes and scales are decoded once.
+/// The 256 codes (0..16) of the q4_k block at `p` as eight vectors of 32, in value order.
+#[inline(always)]
+unsafe fn q4k_codes(p: *const u8) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    let mut codes = [_mm256_setzero_si256(); 8];
+    for c in 0..4 {
+        let v = load(p.add(16 + 32 * c));
+        codes[2 * c] = _mm256_and_si256(v, m4);
+        codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    }
+    codes
+}
+
+/// The 256 codes (0..32) of the q5_k block at `p` as eight vectors of 32, in value order.
+#[inline(always)]
+unsafe fn q5k_codes(p: *const u8) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    let qh = load(p.add(16));
+    let mut codes = [_mm256_setzero_si256(); 8];
+    for c in 0..4 {
+        let v = load(p.add(48 + 32 * c));
+        let (lo, hi) = (2 * c as u32, 2 * c as u32 + 1);
+        codes[2 * c] = _mm256_or_si256(_mm256_and_si256(v, m4), bit_to(qh, lo, 16));
+        codes[2 * c + 1] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(v, 4), m4),
+            bit_to(qh, hi, 16),
+        );
+    }
+    codes
+}
+
+/// The 256 codes (0..64, the stored `q + 32`) of the q6_k block at `p` as eight vectors of
+/// 32, in value order.
+#[inline(always)]
+unsafe fn q6k_codes(p: *const u8) -> [__m256i; 8] {
+    let m4 = _mm256_set1_epi8(15);
+    let mut codes = [_mm256_setzero_si256(); 8];
+    for h in 0..2 {
+        let ql0 = load(p.add(64 * h));
+        let ql1 = load(p.add(64 * h + 32));
+        let qh = load(p.add(128 + 32 * h));
+        codes[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(qh, 0));
+        codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(qh, 2));
+        codes[4 * h + 2] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+            high2(qh, 4),
+        );
+        codes[4 * h + 3] = _mm256_or_si256(
+            _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+            high2(qh, 6),
+        );
+    }
+    codes
+}
+
+/// q4_k / q5_k (blocks of `bb` bytes, codes from `codes_at`) against four activation rows:
+/// each block's codes and scales are decoded once.
 // Block `i` of all four activation rows is read in step with weight block `i`.
 #[allow(clippy::needless_range_loop)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+#[inline(always)]
+unsafe fn k4_rows4(
+    w: &[u8],
+    a: [&[Q8KBlock]; 4],
+    bb: usize,
+    codes_at: impl Fn(*const u8) -> [__m256i; 8],
+) -> [f32; 4] {
     let nb = a
         .iter()
         .map(|r| r.len())
         .min()
         .unwrap_or(0)
-        .min(w.len() / 144);
+        .min(w.len() / bb);
     let mut acc = [_mm256_setzero_ps(); 4];
     let mut acc_m = [_mm256_setzero_ps(); 4];
-    let m4 = _mm256_set1_epi8(15);
     for i in 0..nb {
-        let p = w.as_ptr().add(i * 144);
-        prefetch_block(p, PREFETCH_AHEAD, 144);
+        let p = w.as_ptr().add(i * bb);
+        prefetch_block(p, PREFETCH_AHEAD, bb);
         let (sc, mn) = k4_scales(p.add(4));
         let (dw, dminw) = (f16_at(p), f16_at(p.add(2)));
-        let mut codes = [_mm256_setzero_si256(); 8];
-        let mut scales = [_mm256_setzero_si256(); 8];
-        for c in 0..4 {
-            let v = load(p.add(16 + 32 * c));
-            codes[2 * c] = _mm256_and_si256(v, m4);
-            codes[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-            scales[2 * c] = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c]));
-            scales[2 * c + 1] = _mm256_shuffle_epi8(sc, mask(&PAIR[2 * c + 1]));
-        }
+        let codes = codes_at(p);
+        let scales: [__m256i; 8] = std::array::from_fn(|j| _mm256_shuffle_epi8(sc, mask(&PAIR[j])));
         for r in 0..4 {
             let q = &a[r][i];
             let msum = _mm256_mullo_epi32(mn, load(q.bsums32.as_ptr() as *const u8));
@@ -827,6 +882,18 @@ unsafe fn q4_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
         out[r] = hsum(acc[r]) - hsum(acc_m[r]);
     }
     out
+}
+
+/// q4_k against four activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+    k4_rows4(w, a, 144, |p| q4k_codes(p))
+}
+
+/// q5_k against four activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
+    k4_rows4(w, a, 176, |p| q5k_codes(p))
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -926,33 +993,16 @@ unsafe fn q6_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
         .unwrap_or(0)
         .min(w.len() / 210);
     let mut acc = [_mm256_setzero_ps(); 4];
-    let m4 = _mm256_set1_epi8(15);
     for i in 0..nb {
         let p = w.as_ptr().add(i * 210);
         prefetch_block(p, PREFETCH_AHEAD, 210);
         let scb = _mm_loadu_si128(p.add(192) as *const __m128i);
         let (sc_a, sc_b) = scales16_i8(scb);
-        let mut codes = [_mm256_setzero_si256(); 8];
-        let mut scales = [_mm256_setzero_si256(); 8];
-        for h in 0..2 {
-            let ql0 = load(p.add(64 * h));
-            let ql1 = load(p.add(64 * h + 32));
-            let qh = load(p.add(128 + 32 * h));
-            let sc = if h == 0 { sc_a } else { sc_b };
-            codes[4 * h] = _mm256_or_si256(_mm256_and_si256(ql0, m4), high2(qh, 0));
-            codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(ql1, m4), high2(qh, 2));
-            codes[4 * h + 2] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
-                high2(qh, 4),
-            );
-            codes[4 * h + 3] = _mm256_or_si256(
-                _mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
-                high2(qh, 6),
-            );
-            for t in 0..4 {
-                scales[4 * h + t] = _mm256_shuffle_epi8(sc, mask(&QUAD[t]));
-            }
-        }
+        let codes = q6k_codes(p);
+        let scales: [__m256i; 8] = std::array::from_fn(|j| {
+            let sc = if j < 4 { sc_a } else { sc_b };
+            _mm256_shuffle_epi8(sc, mask(&QUAD[j % 4]))
+        });
         let dw = f16_at(p.add(208));
         for r in 0..4 {
             let q = &a[r][i];
@@ -974,30 +1024,41 @@ unsafe fn q6_k_rows4_imp(w: &[u8], a: [&[Q8KBlock]; 4]) -> [f32; 4] {
     acc.map(|v| hsum(v))
 }
 
-/// Weight rows of one panel of [`panel_matmul`].
+/// Weight rows of one panel of [`panel_matmul`] / [`k_panel_matmul`].
 const PANEL: usize = 8;
 
-/// Whether [`panel_matmul`] runs `dtype`.
+/// Whether [`panel_matmul`] (32-value encodings) or [`k_panel_matmul`] (k-quants) runs `dtype`.
 pub(super) fn has_panel(dtype: DType) -> bool {
-    matches!(dtype, DType::Q4_0 | DType::Q4_1 | DType::Q5_0)
+    matches!(
+        dtype,
+        DType::Q4_0
+            | DType::Q4_1
+            | DType::Q5_0
+            | DType::Q5_1
+            | DType::Q4K
+            | DType::Q5K
+            | DType::Q6K
+    )
 }
 
-/// Eight weight rows decoded for [`panel_rows`]: per 32-value block, eight vectors of codes
-/// (vector `s` holds values `4s..4s + 4` of the eight rows, one 32-bit lane per row), and the
-/// rows' scales `d` and offsets `m` (a weight is `d * code + m`).
+/// Eight weight rows decoded for [`panel_rows_with`]: per 32-value block, eight vectors of
+/// unsigned codes (vector `s` holds values `4s..4s + 4` of the eight rows, one 32-bit lane per
+/// row), and the rows' scales `d` and offsets `m` (a weight is `d * code + m`).
 struct Panel {
     codes: Vec<__m256i>,
     d: Vec<f32>,
     m: Vec<f32>,
-    /// The offset multiplies the activation block's `s` (q4_1, as ggml's `block_q8_1`), not
-    /// the exact `d * sum` (q4_0 / q5_0, whose offset ggml applies to the integer codes).
+    /// The offset multiplies the activation block's `s` (q4_1 / q5_1, as ggml's
+    /// `block_q8_1`), not the exact `d * sum` (q4_0 / q5_0, whose offset ggml applies to the
+    /// integer codes).
     offset_by_s: bool,
 }
 
-/// The output pointer of [`panel_matmul`], shared by its tasks (each writes its own columns).
+/// The output pointer of the panel kernels, shared by their tasks (each writes its own
+/// columns).
 struct OutPtr(*mut f32);
 
-// SAFETY: the tasks of `panel_matmul` write disjoint columns of the output through it.
+// SAFETY: the tasks of `for_each_panel` write disjoint columns of the output through it.
 unsafe impl Sync for OutPtr {}
 unsafe impl Send for OutPtr {}
 
@@ -1007,12 +1068,40 @@ impl OutPtr {
     }
 }
 
+/// Calls `work(scratch, weight rows, n0, rows)` for each panel of [`PANEL`] rows (`rows` of
+/// them, from row `n0`) of the `n` weight rows of `row_bytes` in `w`, the panels spread over
+/// the rayon pool; each task makes its scratch panel once with `new`.
+fn for_each_panel<P>(
+    w: &[u8],
+    n: usize,
+    row_bytes: usize,
+    new: impl Fn() -> P + Sync + Send,
+    work: impl Fn(&mut P, &[u8], usize, usize) + Sync + Send,
+) {
+    use rayon::prelude::*;
+    let panels = n.div_ceil(PANEL);
+    let threads = rayon::current_num_threads().max(1);
+    let per_task = panels.div_ceil(threads * 4).max(1);
+    (0..panels.div_ceil(per_task))
+        .into_par_iter()
+        .for_each_init(new, |panel, t| {
+            for p in t * per_task..((t + 1) * per_task).min(panels) {
+                let n0 = p * PANEL;
+                let rows = (n - n0).min(PANEL);
+                work(panel, &w[n0 * row_bytes..(n0 + rows) * row_bytes], n0, rows);
+            }
+        });
+}
+
 /// `Y[m, n] = X W^T` for the 32-value encodings of [`has_panel`], eight weight rows at a time:
-/// each panel of eight rows is decoded once (codes interleaved so that one `maddubs` serves
-/// all eight rows and one f32 FMA scales eight sums), then run against every activation row.
-/// `acts` holds `m` rows of `k / 32` blocks.
+/// each panel of eight rows is decoded once (codes interleaved so that one `maddubs` or
+/// `vpdpbusd` serves all eight rows and one f32 FMA scales eight sums), then run against
+/// every activation row; `vnni` selects [`panel_rows_vnni`] (only where detected). `acts`
+/// holds `m` rows of `k / 32` blocks.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn panel_matmul(
     dtype: DType,
+    vnni: bool,
     w: &[u8],
     n: usize,
     k: usize,
@@ -1020,43 +1109,33 @@ pub(super) fn panel_matmul(
     m: usize,
     y: &mut [f32],
 ) {
-    use rayon::prelude::*;
     debug_assert!(super::avx2_detected() && has_panel(dtype));
+    debug_assert!(!vnni || super::vnni_detected());
     let nb = k / 32;
     let row_bytes = nb * dtype.block_bytes();
     assert!(w.len() >= n * row_bytes && acts.len() >= m * nb && y.len() >= m * n);
-    let panels = n.div_ceil(PANEL);
-    let threads = rayon::current_num_threads().max(1);
-    let per_task = panels.div_ceil(threads * 4).max(1);
     let out = OutPtr(y.as_mut_ptr());
     let new_panel = || Panel {
         // SAFETY: all-zero bits are a valid __m256i.
         codes: vec![unsafe { std::mem::zeroed::<__m256i>() }; nb * 8],
         d: vec![0.0; nb * PANEL],
         m: vec![0.0; nb * PANEL],
-        offset_by_s: dtype == DType::Q4_1,
+        offset_by_s: matches!(dtype, DType::Q4_1 | DType::Q5_1),
     };
-    (0..panels.div_ceil(per_task))
-        .into_par_iter()
-        .for_each_init(new_panel, |panel, t| {
-            for p in t * per_task..((t + 1) * per_task).min(panels) {
-                let n0 = p * PANEL;
-                let rows = (n - n0).min(PANEL);
-                // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); the weight slice
-                // holds `rows` rows of `nb` blocks, `acts` `m` rows of `nb` blocks (asserted
-                // above), and this task alone writes columns `n0..n0 + rows` of the `m` rows
-                // of `n` outputs.
-                unsafe {
-                    decode_panel(
-                        dtype,
-                        &w[n0 * row_bytes..(n0 + rows) * row_bytes],
-                        nb,
-                        panel,
-                    );
-                    panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
-                }
+    for_each_panel(w, n, row_bytes, new_panel, |panel, rows_w, n0, rows| {
+        // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition), AVX-512 VNNI + VL where
+        // `vnni`; `rows_w` holds `rows` rows of `nb` blocks, `acts` `m` rows of `nb` blocks
+        // (asserted above), and this task alone writes columns `n0..n0 + rows` of the `m`
+        // rows of `n` outputs.
+        unsafe {
+            decode_panel(dtype, rows_w, nb, panel);
+            if vnni {
+                panel_rows_vnni(panel, nb, acts, m, out.get(), n, n0, rows);
+            } else {
+                panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
             }
-        });
+        }
+    });
 }
 
 /// Transposes eight vectors of eight 32-bit lanes.
@@ -1099,6 +1178,13 @@ unsafe fn decode_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut Panel) {
             let (codes, off) = match dtype {
                 DType::Q4_0 => (nibbles32(p.add(2)), -8.0 * d),
                 DType::Q4_1 => (nibbles32(p.add(4)), f16_at(p.add(2))),
+                DType::Q5_1 => (
+                    _mm256_or_si256(
+                        nibbles32(p.add(8)),
+                        _mm256_and_si256(bits32(p.add(4)), sixteen),
+                    ),
+                    f16_at(p.add(2)),
+                ),
                 _ => (
                     _mm256_or_si256(
                         nibbles32(p.add(6)),
@@ -1121,8 +1207,46 @@ unsafe fn decode_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut Panel) {
 }
 
 /// The eight outputs of a decoded panel for each of the `m` activation rows, written to
-/// `y[r * n + n0 ..][..rows]`. Codes are below 32, so four `maddubs` results add up in i16
-/// without saturating (4 * 2 * 31 * 127 < 32768).
+/// `y[r * n + n0 ..][..rows]`; `isum` maps a block's eight code vectors and its activation
+/// bytes (as i32 groups of four) to the rows' i32 sums of code times activation. Then per
+/// block, with f32 FMAs: `acc += m * off_a`, `acc += (d * d_a) * isum`, where `off_a` is the
+/// activation block's `s` (q4_1 / q5_1) or `d_a * sum_a` (q4_0 / q5_0).
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn panel_rows_with(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+    isum: impl Fn(*const __m256i, *const i32) -> __m256i,
+) {
+    let codes = panel.codes.as_ptr();
+    for r in 0..m {
+        let a = &acts[r * nb..(r + 1) * nb];
+        let mut acc = _mm256_setzero_ps();
+        for (b, q) in a.iter().enumerate() {
+            let s = isum(codes.add(b * 8), q.qs.as_ptr() as *const i32);
+            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
+            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
+            let offset = if panel.offset_by_s {
+                q.s
+            } else {
+                q.d * q.sum as f32
+            };
+            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
+            let dd = _mm256_mul_ps(dv, _mm256_set1_ps(q.d));
+            acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
+        }
+        store_rows(acc, y.add(r * n + n0), rows);
+    }
+}
+
+/// [`panel_rows_with`] through `maddubs`: codes are below 32, so four `maddubs` results add
+/// up in i16 without saturating (4 * 2 * 31 * 127 < 32768).
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn panel_rows(
@@ -1136,46 +1260,243 @@ unsafe fn panel_rows(
     rows: usize,
 ) {
     let ones = _mm256_set1_epi16(1);
+    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+        let step = |s: usize| {
+            _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
+        };
+        let s0 = _mm256_add_epi16(
+            _mm256_add_epi16(step(0), step(1)),
+            _mm256_add_epi16(step(2), step(3)),
+        );
+        let s1 = _mm256_add_epi16(
+            _mm256_add_epi16(step(4), step(5)),
+            _mm256_add_epi16(step(6), step(7)),
+        );
+        _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones))
+    });
+}
+
+/// [`panel_rows_with`] through AVX-512 VNNI's `vpdpbusd` (i32 sums of four unsigned-times-
+/// signed byte products, no i16 step), in two chains of four: the same i32 sums as
+/// [`panel_rows`], so the same outputs bit for bit.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c,avx512vnni,avx512vl")]
+unsafe fn panel_rows_vnni(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+) {
+    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+        let mut s = [_mm256_setzero_si256(); 2];
+        for i in 0..8 {
+            let a = _mm256_set1_epi32(qp.add(i).read_unaligned());
+            s[i % 2] = _mm256_dpbusd_epi32(s[i % 2], *c.add(i), a);
+        }
+        _mm256_add_epi32(s[0], s[1])
+    });
+}
+
+/// Writes the first `rows` lanes of `acc` to `dst`.
+#[inline(always)]
+unsafe fn store_rows(acc: __m256, dst: *mut f32, rows: usize) {
+    if rows == PANEL {
+        _mm256_storeu_ps(dst, acc);
+    } else {
+        let mut tmp = [0.0f32; PANEL];
+        _mm256_storeu_ps(tmp.as_mut_ptr(), acc);
+        std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, rows);
+    }
+}
+
+/// Eight k-quant weight rows decoded for [`k_panel_rows`]. Per 256-value block: 64 vectors
+/// of codes (vector `c` holds values `4c..4c + 4` of the eight rows, one 32-bit lane per row,
+/// as in [`Panel`]); per group of `256 / G` values a vector of the rows' scales (each as an
+/// i16 in both halves of the row's lane); `P` vectors of min pairs (lane: two i16 mins, of
+/// the values summed in the activation block's `bsums32` pair (q4_k / q5_k) or `bsums` pair
+/// (q6_k)); and the rows' `d` and `dmin`.
+struct KPanel {
+    codes: Vec<__m256i>,
+    scales: Vec<i32>,
+    mins: Vec<i32>,
+    d: Vec<f32>,
+    dmin: Vec<f32>,
+}
+
+/// The k-quant panel's shape for `dtype`: (block bytes, scale groups `G`, min pairs `P`).
+/// `G` is as many groups as keep the i16 sums of `maddubs` from saturating: 256 / G values of
+/// codes below 16 (q4_k), 32 (q5_k) or 64 (q6_k) times activations up to 127 in magnitude.
+fn k_panel_shape(dtype: DType) -> (usize, usize, usize) {
+    match dtype {
+        DType::Q4K => (144, 8, 4),
+        DType::Q5K => (176, 16, 4),
+        _ => (210, 32, 8),
+    }
+}
+
+/// `Y[m, n] = X W^T` for the k-quants of [`has_panel`] (q4_k, q5_k, q6_k), eight weight rows
+/// at a time, as [`panel_matmul`]. Per block and output: the exact i32 sums `isum =
+/// sum_j sc_j * sum(code * a over group j)` and `msum = sum_j mn_j * bsum_j` (q6_k: `mn_j = 32
+/// sc_j`), then in f32, in block order, as the portable kernels (bit for bit):
+/// `acc += (d * d_a) * isum - (dmin * d_a) * msum` (q4_k / q5_k) or
+/// `acc += (d * d_a) * (isum - msum)` (q6_k). `acts` holds `m` rows of `k / 256` blocks.
+pub(super) fn k_panel_matmul(
+    dtype: DType,
+    w: &[u8],
+    n: usize,
+    k: usize,
+    acts: &[Q8KBlock],
+    m: usize,
+    y: &mut [f32],
+) {
+    debug_assert!(super::avx2_detected() && has_panel(dtype));
+    let (bb, g, p) = k_panel_shape(dtype);
+    let nb = k / 256;
+    let row_bytes = nb * bb;
+    assert!(w.len() >= n * row_bytes && acts.len() >= m * nb && y.len() >= m * n);
+    let out = OutPtr(y.as_mut_ptr());
+    let new_panel = || KPanel {
+        // SAFETY: all-zero bits are a valid __m256i.
+        codes: vec![unsafe { std::mem::zeroed::<__m256i>() }; nb * 64],
+        scales: vec![0; nb * g * PANEL],
+        mins: vec![0; nb * p * PANEL],
+        d: vec![0.0; nb * PANEL],
+        dmin: vec![0.0; nb * PANEL],
+    };
+    for_each_panel(w, n, row_bytes, new_panel, |panel, rows_w, n0, rows| {
+        // SAFETY: as in `panel_matmul`.
+        unsafe {
+            decode_k_panel(dtype, rows_w, nb, panel);
+            let y = out.get();
+            match dtype {
+                DType::Q4K => k_panel_rows::<8, 4, false>(panel, nb, acts, m, y, n, n0, rows),
+                DType::Q5K => k_panel_rows::<16, 4, false>(panel, nb, acts, m, y, n, n0, rows),
+                _ => k_panel_rows::<32, 8, true>(panel, nb, acts, m, y, n, n0, rows),
+            }
+        }
+    });
+}
+
+/// Two i16 as one i32 lane (`lo` in the low half).
+fn i16_pair(lo: i32, hi: i32) -> i32 {
+    (lo as u16 as u32 | ((hi as u16 as u32) << 16)) as i32
+}
+
+/// Decodes the rows of `w` (at most [`PANEL`], `nb` k-quant blocks each) into `panel`;
+/// missing rows get zero codes, scales and mins.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn decode_k_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut KPanel) {
+    let (bb, g, pairs) = k_panel_shape(dtype);
+    let rows = w.len() / (nb * bb).max(1);
+    for b in 0..nb {
+        let mut codes = [[_mm256_setzero_si256(); 8]; PANEL];
+        for (l, codes) in codes.iter_mut().enumerate() {
+            // Per 16 values the scale, the mins of the `bsums32` (q4_k / q5_k) or `bsums`
+            // (q6_k) entries, and d, dmin; zero for missing rows.
+            let (mut sc16, mut mins, mut d, mut dmin) = ([0i32; 16], [0i32; 16], 0.0, 0.0);
+            if l < rows {
+                let blk = &w[l * nb * bb + b * bb..][..bb];
+                let p = blk.as_ptr();
+                if dtype == DType::Q6K {
+                    *codes = q6k_codes(p);
+                    for j in 0..16 {
+                        sc16[j] = blk[192 + j] as i8 as i32;
+                        mins[j] = 32 * sc16[j];
+                    }
+                    d = f16_at(p.add(208));
+                } else {
+                    *codes = if dtype == DType::Q4K {
+                        q4k_codes(p)
+                    } else {
+                        q5k_codes(p)
+                    };
+                    for j in 0..8 {
+                        let (sc, mn) = crate::quant::kquants::scale_min_k4(j, &blk[4..16]);
+                        (sc16[2 * j], sc16[2 * j + 1]) = (sc as i32, sc as i32);
+                        mins[j] = mn as i32;
+                    }
+                    (d, dmin) = (f16_at(p), f16_at(p.add(2)));
+                }
+            }
+            for gi in 0..g {
+                let s = sc16[gi * 16 / g];
+                panel.scales[(b * g + gi) * PANEL + l] = i16_pair(s, s);
+            }
+            for t in 0..pairs {
+                panel.mins[(b * pairs + t) * PANEL + l] = i16_pair(mins[2 * t], mins[2 * t + 1]);
+            }
+            panel.d[b * PANEL + l] = d;
+            panel.dmin[b * PANEL + l] = dmin;
+        }
+        let dst = panel.codes[b * 64..b * 64 + 64].chunks_exact_mut(8);
+        for (j, dst) in dst.enumerate() {
+            dst.copy_from_slice(&transpose8(&std::array::from_fn(|l| codes[l][j])));
+        }
+    }
+}
+
+/// The eight outputs of a decoded k-quant panel for each of the `m` activation rows, written
+/// to `y[r * n + n0 ..][..rows]` (arithmetic: [`k_panel_matmul`]). `G` scale groups of
+/// `64 / G` code vectors each are summed in i16 (see [`k_panel_shape`]), then scaled to i32 by
+/// one `madd`; `P` min pairs; `INT_OFFSET`: the mins share the scale `d` (q6_k).
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn k_panel_rows<const G: usize, const P: usize, const INT_OFFSET: bool>(
+    panel: &KPanel,
+    nb: usize,
+    acts: &[Q8KBlock],
+    m: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+) {
+    let steps = 64 / G;
     let codes = panel.codes.as_ptr();
     for r in 0..m {
         let a = &acts[r * nb..(r + 1) * nb];
         let mut acc = _mm256_setzero_ps();
         for (b, q) in a.iter().enumerate() {
             let qp = q.qs.as_ptr() as *const i32;
-            let c = codes.add(b * 8);
-            let step = |s: usize| {
-                _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
-            };
-            let s0 = _mm256_add_epi16(
-                _mm256_add_epi16(step(0), step(1)),
-                _mm256_add_epi16(step(2), step(3)),
-            );
-            let s1 = _mm256_add_epi16(
-                _mm256_add_epi16(step(4), step(5)),
-                _mm256_add_epi16(step(6), step(7)),
-            );
-            let isum = _mm256_add_epi32(_mm256_madd_epi16(s0, ones), _mm256_madd_epi16(s1, ones));
-            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
-            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
-            let offset = if panel.offset_by_s {
-                q.s
+            let c = codes.add(b * 64);
+            let scales = panel.scales.as_ptr().add(b * G * PANEL);
+            let mut isum = _mm256_setzero_si256();
+            for g in 0..G {
+                let step = |s: usize| {
+                    _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
+                };
+                let mut s16 = step(g * steps);
+                for s in 1..steps {
+                    s16 = _mm256_add_epi16(s16, step(g * steps + s));
+                }
+                let sc = load(scales.add(g * PANEL) as *const u8);
+                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
+            }
+            let bsums: &[i32] = if P == 4 { &q.bsums32 } else { &q.bsums };
+            let mins = panel.mins.as_ptr().add(b * P * PANEL);
+            let mut msum = _mm256_setzero_si256();
+            for t in 0..P {
+                let bs = _mm256_set1_epi32(i16_pair(bsums[2 * t], bsums[2 * t + 1]));
+                let mn = load(mins.add(t * PANEL) as *const u8);
+                msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bs));
+            }
+            let da = _mm256_set1_ps(q.d);
+            let dd = _mm256_mul_ps(_mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL)), da);
+            let term = if INT_OFFSET {
+                _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)))
             } else {
-                q.d * q.sum as f32
+                let dm = _mm256_mul_ps(_mm256_loadu_ps(panel.dmin.as_ptr().add(b * PANEL)), da);
+                _mm256_sub_ps(
+                    _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)),
+                    _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum)),
+                )
             };
-            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
-            acc = _mm256_fmadd_ps(
-                _mm256_mul_ps(dv, _mm256_set1_ps(q.d)),
-                _mm256_cvtepi32_ps(isum),
-                acc,
-            );
+            acc = _mm256_add_ps(acc, term);
         }
-        let dst = y.add(r * n + n0);
-        if rows == PANEL {
-            _mm256_storeu_ps(dst, acc);
-        } else {
-            let mut tmp = [0.0f32; PANEL];
-            _mm256_storeu_ps(tmp.as_mut_ptr(), acc);
-            std::ptr::copy_nonoverlapping(tmp.as_ptr(), dst, rows);
-        }
+        store_rows(acc, y.add(r * n + n0), rows);
     }
 }

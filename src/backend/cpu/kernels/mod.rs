@@ -38,6 +38,9 @@ pub enum KernelPath {
     Portable,
     /// AVX2 + FMA + F16C intrinsics (x86-64 only).
     Avx2,
+    /// [`Avx2`](KernelPath::Avx2) with the integer products of the panel kernels through
+    /// AVX-512 VNNI's `vpdpbusd` on 256-bit vectors (x86-64 with AVX-512 VNNI and VL only).
+    Avx512Vnni,
     /// NEON intrinsics with widening multiplies (aarch64 only).
     Neon,
     /// NEON intrinsics with the `sdot` instruction (aarch64 with FEAT_DotProd only).
@@ -50,18 +53,35 @@ impl KernelPath {
         match self {
             KernelPath::Portable => true,
             KernelPath::Avx2 => avx2_detected(),
+            KernelPath::Avx512Vnni => avx2_detected() && vnni_detected(),
             KernelPath::Neon => cfg!(target_arch = "aarch64"),
             KernelPath::NeonDot => dotprod_detected(),
         }
     }
 }
 
+impl KernelPath {
+    /// The path of the row kernels and the float GEMM: [`Avx512Vnni`](KernelPath::Avx512Vnni)
+    /// differs from [`Avx2`](KernelPath::Avx2) only in the panel kernels.
+    fn rows(self) -> Self {
+        match self {
+            KernelPath::Avx512Vnni => KernelPath::Avx2,
+            p => p,
+        }
+    }
+}
+
 /// The fastest path this CPU can run.
 fn best_path() -> KernelPath {
-    [KernelPath::Avx2, KernelPath::NeonDot, KernelPath::Neon]
-        .into_iter()
-        .find(|p| p.available())
-        .unwrap_or(KernelPath::Portable)
+    [
+        KernelPath::Avx512Vnni,
+        KernelPath::Avx2,
+        KernelPath::NeonDot,
+        KernelPath::Neon,
+    ]
+    .into_iter()
+    .find(|p| p.available())
+    .unwrap_or(KernelPath::Portable)
 }
 
 fn dotprod_detected() -> bool {
@@ -91,6 +111,22 @@ fn avx2_detected() -> bool {
     }
 }
 
+/// Whether this CPU has AVX-512 VNNI and VL (checked once).
+fn vnni_detected() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static DETECTED: OnceLock<bool> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx512vnni")
+                && std::arch::is_x86_feature_detected!("avx512vl")
+        })
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether this CPU runs AVX-512F (checked once): the wide GEMM tiles here and the 16-lane
 /// attention and element-wise code of [`super::fast`].
 #[cfg(target_arch = "x86_64")]
@@ -105,6 +141,14 @@ static FORCE_PORTABLE: AtomicBool = AtomicBool::new(false);
 /// The environment variable `CYB_LLM_PORTABLE_KERNELS=1` forces it from the start.
 pub fn set_force_portable(force: bool) {
     FORCE_PORTABLE.store(force, Ordering::Relaxed);
+}
+
+static PANELS_OFF: AtomicBool = AtomicBool::new(false);
+
+/// Turns the AVX2 panel kernels off (`false`: [`matmul`] runs the four-row kernels instead)
+/// or back on, so that benchmarks can compare the two in one process.
+pub fn set_panels(enabled: bool) {
+    PANELS_OFF.store(!enabled, Ordering::Relaxed);
 }
 
 /// The path [`matvec`] / [`matmul`] take on this machine now.
@@ -201,6 +245,9 @@ pub fn matmul_with(
     if n == 0 || m == 0 {
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    let panel_path = path;
+    let path = path.rows();
     let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
     if let (DType::F32 | DType::F16 | DType::BF16, Some(micro)) = (dtype, micro) {
         gemm::matmul(micro, dtype, w, n, k, x, m, finish, y);
@@ -212,21 +259,33 @@ pub fn matmul_with(
         }
         DType::Q8_0 | DType::Q4_0 | DType::Q4_1 | DType::Q5_0 | DType::Q5_1 => {
             let acts = act::quantize_q8(x, k, m);
-            #[cfg(target_arch = "x86_64")]
-            let panel = path == KernelPath::Avx2 && m >= PANEL_MIN_ROWS && avx2::has_panel(dtype);
-            #[cfg(not(target_arch = "x86_64"))]
-            let panel = false;
-            if panel {
+            match () {
                 #[cfg(target_arch = "x86_64")]
-                avx2::panel_matmul(dtype, w, n, k, &acts, m, y);
-            } else {
-                let kernel = block_kernel(path, dtype);
-                run(kernel, w, row_bytes, n, &acts, k / 32, m, y);
+                _ if use_panel(panel_path, dtype, m) => {
+                    let vnni = panel_path == KernelPath::Avx512Vnni;
+                    avx2::panel_matmul(dtype, vnni, w, n, k, &acts, m, y)
+                }
+                _ => run(
+                    block_kernel(path, dtype),
+                    w,
+                    row_bytes,
+                    n,
+                    &acts,
+                    k / 32,
+                    m,
+                    y,
+                ),
             }
         }
         _ => {
             let acts = act::quantize_q8k(x, k, m);
-            run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y);
+            match () {
+                #[cfg(target_arch = "x86_64")]
+                _ if use_panel(panel_path, dtype, m) => {
+                    avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y)
+                }
+                _ => run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y),
+            }
         }
     }
     gemm::finish_rows(finish, n, y);
@@ -359,6 +418,16 @@ fn k_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8KBlock> {
 /// for the encodings that have a panel kernel.
 #[cfg(target_arch = "x86_64")]
 const PANEL_MIN_ROWS: usize = 8;
+
+/// Whether [`matmul_with`] runs `dtype` with `m` activation rows through the AVX2 panel
+/// kernels ([`avx2::panel_matmul`], [`avx2::k_panel_matmul`]).
+#[cfg(target_arch = "x86_64")]
+fn use_panel(path: KernelPath, dtype: DType, m: usize) -> bool {
+    matches!(path, KernelPath::Avx2 | KernelPath::Avx512Vnni)
+        && m >= PANEL_MIN_ROWS
+        && avx2::has_panel(dtype)
+        && !PANELS_OFF.load(Ordering::Relaxed)
+}
 
 /// Activation rows taken together per weight row (the weight row stays in L1 meanwhile).
 const ACT_TILE: usize = 16;

@@ -49,6 +49,9 @@ fn paths() -> Vec<KernelPath> {
         // Every x86-64 machine this project runs on has AVX2; fail rather than skip if not.
         assert!(KernelPath::Avx2.available(), "AVX2+FMA+F16C not detected");
         p.push(KernelPath::Avx2);
+        if KernelPath::Avx512Vnni.available() {
+            p.push(KernelPath::Avx512Vnni);
+        }
     }
     if cfg!(target_arch = "aarch64") {
         assert!(KernelPath::Neon.available(), "NEON not available");
@@ -282,6 +285,8 @@ fn force_portable_switches_the_active_path() {
     let env_portable = std::env::var("CYB_LLM_PORTABLE_KERNELS").is_ok_and(|v| v == "1");
     let best = if env_portable {
         KernelPath::Portable
+    } else if KernelPath::Avx512Vnni.available() {
+        KernelPath::Avx512Vnni
     } else if cfg!(target_arch = "x86_64") {
         KernelPath::Avx2
     } else if cfg!(target_arch = "aarch64") && dotprod_expected() {
@@ -298,5 +303,74 @@ fn force_portable_switches_the_active_path() {
         matvec(DType::Q8_0, &w, n, k, &x, &mut a);
         matmul_with(path, DType::Q8_0, &w, n, k, &x, 1, None, &mut b);
         assert_eq!(a, b);
+    }
+}
+
+/// The four-row and panel kernels on awkward shapes: weight rows not a multiple of 4 or 8,
+/// one activation row, 4..7 rows (four-row kernels), 8 and more (panels), against the
+/// reference and against the portable path. The k-quant panels keep the portable kernels'
+/// arithmetic (exact i32 sums, then the same f32 operations in the same order), so they must
+/// match them bit for bit; the 32-value panels' VNNI and `maddubs` forms must match each other
+/// bit for bit (same i32 sums, same f32 operations).
+#[test]
+fn multi_row_kernels_match_portable() {
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let dtypes = [
+        DType::Q8_0,
+        DType::Q4_0,
+        DType::Q4_1,
+        DType::Q5_0,
+        DType::Q5_1,
+        DType::Q4K,
+        DType::Q5K,
+        DType::Q6K,
+    ];
+    let shapes = [
+        (1, 1),
+        (13, 1),
+        (7, 4),
+        (13, 7),
+        (1, 8),
+        (13, 9),
+        (8, 16),
+        (29, 33),
+    ];
+    for dtype in dtypes {
+        for (n, m) in shapes {
+            let k = round_up(520, dtype.block_values());
+            check(&mut rng, dtype, n, k, m);
+            let w = weights(&mut rng, dtype, n, k);
+            let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0..1.0)).collect();
+            let outs: Vec<Vec<f32>> = paths()
+                .into_iter()
+                .map(|p| {
+                    let mut y = vec![f32::NAN; m * n];
+                    matmul_with(p, dtype, &w, n, k, &x, m, None, &mut y);
+                    y
+                })
+                .collect();
+            let avx2 = paths().iter().position(|&p| p == KernelPath::Avx2);
+            for (o, path) in outs.iter().zip(paths()).skip(1) {
+                #[cfg(target_arch = "x86_64")]
+                let panel = use_panel(path, dtype, m);
+                #[cfg(not(target_arch = "x86_64"))]
+                let panel = false;
+                if panel && dtype.block_values() == 256 {
+                    assert_eq!(
+                        o, &outs[0],
+                        "{dtype} {path:?} n={n} m={m}: panel vs portable"
+                    );
+                } else if panel && path == KernelPath::Avx512Vnni {
+                    let a = &outs[avx2.unwrap()];
+                    assert_eq!(o, a, "{dtype} n={n} m={m}: VNNI panel vs AVX2 panel");
+                } else {
+                    let e = rel_error(o, &outs[0], 0.0);
+                    assert!(
+                        e <= 1e-5,
+                        "{dtype} {path:?} n={n} m={m}: paths differ by {e:e}"
+                    );
+                }
+            }
+        }
     }
 }
