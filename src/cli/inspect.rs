@@ -135,6 +135,23 @@ pub fn run(a: InspectArgs) -> CmdResult {
             println!("  {line}");
         }
     }
+    if let Some(t) = &m.config.tts {
+        println!(
+            "tts         Piper voice: {} Hz, {} phonemes{}, {} symbols, {} speaker(s), noise {} length {} noise_w {}; run with `cyb-llm speak`",
+            t.sample_rate,
+            t.phoneme_type,
+            if t.espeak_voice.is_empty() {
+                String::new()
+            } else {
+                format!(" (espeak-ng `{}`)", t.espeak_voice)
+            },
+            t.phoneme_id_map.len(),
+            t.num_speakers,
+            t.noise_scale,
+            t.length_scale,
+            t.noise_w
+        );
+    }
     if let (Some(t), Some(v)) = (&m.config.tokenizer, &m.vocab) {
         println!(
             "tokenizer   {} (pre {}), {} tokens, {} merges",
