@@ -5,7 +5,7 @@
 
 use super::npy::{read_f32, write_f32};
 use super::source::VerifyArg;
-use super::{terminal_progress, CmdResult};
+use super::{terminal_progress, writable_dir, CmdResult};
 use cyb_llm::backend::{BackendChoice, BackendConfig};
 use cyb_llm::diffusion::{image, DiffusionModel, DiffusionOptions, DiffusionRequest, NoiseInput};
 use std::path::{Path, PathBuf};
@@ -58,24 +58,12 @@ pub struct DiffuseArgs {
     json: bool,
 }
 
-/// Makes `dir` and proves a file can be written there, before any sampling.
-fn writable_dir(dir: &Path) -> Result<(), String> {
-    let fail = |e: std::io::Error| {
-        format!(
-            "-o {}: cannot write there ({e}); choose a folder you can write to",
-            dir.display()
-        )
-    };
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(fail)
-}
-
 pub fn run(a: DiffuseArgs) -> CmdResult {
     let file = a.verify.resolve(&a.model)?;
-    writable_dir(&a.output_dir)?;
+    writable_dir("-o", &a.output_dir)?;
     if let Some(raw) = &a.raw {
         let parent = raw.parent().filter(|p| !p.as_os_str().is_empty());
-        writable_dir(parent.unwrap_or(Path::new("."))).map_err(|e| e.replacen("-o", "--raw", 1))?;
+        writable_dir("--raw", parent.unwrap_or(Path::new(".")))?;
     }
     let noise = match &a.noise {
         Some(path) => {

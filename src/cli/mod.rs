@@ -70,6 +70,19 @@ enum Command {
     Backends(backends::BackendsArgs),
 }
 
+/// Makes `dir` and proves a file can be created there, before any work whose
+/// result would go there; the error names `flag` and the folder.
+pub fn writable_dir(flag: &str, dir: &std::path::Path) -> Result<(), String> {
+    let fail = |e: std::io::Error| {
+        format!(
+            "{flag} {}: cannot write there ({e}); choose a folder you can write to",
+            dir.display()
+        )
+    };
+    std::fs::create_dir_all(dir).map_err(fail)?;
+    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(fail)
+}
+
 /// A progress bar on stderr for `total` steps in the indicatif `template`,
 /// drawn only when stderr is a terminal; `None` otherwise.
 pub fn terminal_progress(total: usize, template: &str) -> Option<indicatif::ProgressBar> {

@@ -4,7 +4,7 @@
 //! sentences joined with `--sentence-silence`).
 
 use super::source::VerifyArg;
-use super::{terminal_progress, CmdResult};
+use super::{terminal_progress, writable_dir, CmdResult};
 use cyb_llm::backend::{BackendChoice, BackendConfig};
 use cyb_llm::speak::wav::write_wav;
 use cyb_llm::speak::{Speech, SynthesisOptions, Voice, VoiceOptions};
@@ -136,18 +136,6 @@ fn utterances(a: &SpeakArgs) -> Result<Vec<String>, String> {
         return Err("the text is empty: give --text, --file or lines on stdin".into());
     }
     Ok(lines)
-}
-
-/// Proves a file can be created in `dir` (made when missing) before any synthesis.
-fn writable_dir(flag: &str, dir: &Path) -> Result<(), String> {
-    let fail = |e: std::io::Error| {
-        format!(
-            "{flag} {}: cannot write there ({e}); choose a folder you can write to",
-            dir.display()
-        )
-    };
-    std::fs::create_dir_all(dir).map_err(fail)?;
-    tempfile::NamedTempFile::new_in(dir).map(drop).map_err(fail)
 }
 
 pub fn run(a: SpeakArgs) -> CmdResult {

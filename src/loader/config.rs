@@ -560,12 +560,19 @@ pub struct TtsSection {
     pub noise_w: f32,
 }
 
-/// The graph inputs a Piper voice's network reads: phoneme ids, their count and
-/// the three scales; a multi-speaker voice also reads the speaker id.
+/// The phoneme-id input of a Piper voice's network (i64 `[batch, ids]`).
+pub const TTS_IDS_INPUT: &str = "input";
+/// The id-count input (i64 `[batch]`).
+pub const TTS_LENGTHS_INPUT: &str = "input_lengths";
+/// The scales input (f32 `[3]`: noise, length, noise_w).
+pub const TTS_SCALES_INPUT: &str = "scales";
+/// The graph inputs a Piper voice's network reads, with dtype and rank: phoneme
+/// ids, their count and the three scales; a multi-speaker voice also reads
+/// [`TTS_SPEAKER_INPUT`].
 pub const TTS_INPUTS: [(&str, &str, usize); 3] = [
-    ("input", "i64", 2),
-    ("input_lengths", "i64", 1),
-    ("scales", "f32", 1),
+    (TTS_IDS_INPUT, "i64", 2),
+    (TTS_LENGTHS_INPUT, "i64", 1),
+    (TTS_SCALES_INPUT, "f32", 1),
 ];
 /// The speaker-id input of a multi-speaker voice (i64 `[batch]`).
 pub const TTS_SPEAKER_INPUT: &str = "sid";

@@ -4,7 +4,9 @@
 use super::{SpeakError, VoiceConfig};
 use crate::backend::{BackendChoice, BackendConfig, Tensor};
 use crate::graph::{GraphModel, GraphOptions};
-use crate::loader::config::{TTS_OUTPUT, TTS_SPEAKER_INPUT};
+use crate::loader::config::{
+    TTS_IDS_INPUT, TTS_LENGTHS_INPUT, TTS_OUTPUT, TTS_SCALES_INPUT, TTS_SPEAKER_INPUT,
+};
 use crate::loader::Model;
 use std::path::Path;
 use std::sync::Arc;
@@ -272,9 +274,9 @@ impl Voice {
             .input_decls
             .iter()
             .map(|decl| match decl.name.as_str() {
-                "input" => Tensor::from_i64(&[1, n], ids.to_vec()),
-                "input_lengths" => Tensor::from_i64(&[1], vec![n as i64]),
-                "scales" => Tensor::from_f32(&[3], scales.to_vec()),
+                TTS_IDS_INPUT => Tensor::from_i64(&[1, n], ids.to_vec()),
+                TTS_LENGTHS_INPUT => Tensor::from_i64(&[1], vec![n as i64]),
+                TTS_SCALES_INPUT => Tensor::from_f32(&[3], scales.to_vec()),
                 TTS_SPEAKER_INPUT => Tensor::from_i64(&[1], vec![speaker]),
                 other => Err(crate::error::ExecutionError::MissingTensor {
                     name: other.to_string(),
