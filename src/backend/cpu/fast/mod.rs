@@ -90,28 +90,8 @@ pub fn execute(
             pads,
             dilation,
             groups,
-        } => {
-            let (x, w) = (read(0)?, read(1)?);
-            let b = if inputs.len() == 3 {
-                Some(read(2)?)
-            } else {
-                None
-            };
-            let args = reference::image::Conv2dArgs {
-                x_shape: &infos[0].shape,
-                w_shape: &infos[1].shape,
-                out_shape: shape0,
-                stride: *stride,
-                pads: *pads,
-                dilation: *dilation,
-                groups: *groups,
-            };
-            one(ctx.tensor_with(shape0, false, |y| {
-                image::conv2d(pool, &args, &x, &w, b.as_deref(), y);
-                Ok(())
-            })?)
         }
-        Op::ConvTranspose2d {
+        | Op::ConvTranspose2d {
             stride,
             pads,
             dilation,
@@ -133,8 +113,13 @@ pub fn execute(
                 dilation: *dilation,
                 groups: *groups,
             };
+            let kernel = if matches!(op, Op::ConvTranspose2d { .. }) {
+                image::conv_transpose2d
+            } else {
+                image::conv2d
+            };
             one(ctx.tensor_with(shape0, false, |y| {
-                image::conv_transpose2d(pool, &args, &x, &w, b.as_deref(), y);
+                kernel(pool, &args, &x, &w, b.as_deref(), y);
                 Ok(())
             })?)
         }
