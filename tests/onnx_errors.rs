@@ -305,3 +305,108 @@ fn eval_names_the_input_that_is_missing_unknown_or_malformed() {
         "{e}"
     );
 }
+
+/// `y = ConstantOfShape(shape)` with the i64 `shape [3]` a graph input (its
+/// values known only from the data `eval` is given), or an initializer holding
+/// `dims` (folded or kept by the importer).
+fn constant_of_shape_model(dims: Option<[i64; 3]>) -> ModelProto {
+    let mut shape = value_info("shape", &[Some(3)]);
+    if let Some(t) = shape.r#type.as_mut().and_then(|t| t.tensor_type.as_mut()) {
+        t.elem_type = 7;
+    }
+    let initializer: Vec<TensorProto> = dims
+        .iter()
+        .map(|d| TensorProto {
+            dims: vec![3],
+            data_type: 7,
+            name: "shape".into(),
+            raw_data: d.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            ..Default::default()
+        })
+        .collect();
+    ModelProto {
+        ir_version: 9,
+        opset_import: vec![OperatorSetIdProto {
+            domain: String::new(),
+            version: 17,
+        }],
+        graph: Some(GraphProto {
+            node: vec![NodeProto {
+                input: vec!["shape".into()],
+                output: vec!["y".into()],
+                name: "fill".into(),
+                op_type: "ConstantOfShape".into(),
+                ..Default::default()
+            }],
+            name: "fill".into(),
+            input: if dims.is_some() {
+                Vec::new()
+            } else {
+                vec![shape]
+            },
+            initializer,
+            output: vec![value_info("y", &[None, None, None])],
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// Shapes that ask for terabytes: from the data at run time, a named error
+/// before anything is allocated (the run-time shape limit); from the file, an
+/// import error or `OutOfMemory` with the bytes requested at run time, never
+/// an abort. A small shape runs.
+#[test]
+fn a_shape_claiming_terabytes_is_a_named_error_not_an_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let onnx = write(dir.path(), "fill.onnx", &constant_of_shape_model(None));
+    let model = dir.path().join("fill.model");
+    import(&onnx, &model, &ImportOptions::default()).unwrap();
+    let run = |model: &Path, dims: Option<[i64; 3]>| {
+        let mut args = vec!["--backend".to_string(), "cpu".to_string()];
+        if let Some(dims) = dims {
+            let npy = dir.path().join("shape.npy");
+            write_npy(&npy, &[3], &dims);
+            args.extend(["-i".to_string(), format!("shape={}", npy.display())]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let r = eval(model, &args, dir.path());
+        let stderr = String::from_utf8_lossy(&r.stderr).into_owned();
+        assert!(!stderr.contains("panicked"), "{dims:?}: {stderr}");
+        (r.status.success(), stderr)
+    };
+    let (ok, e) = run(&model, Some([2, 3, 4]));
+    assert!(ok, "{e}");
+    assert_eq!(
+        read_npy(&dir.path().join("y.npy")),
+        (vec![2, 3, 4], vec![0.0; 24])
+    );
+    for dims in [[1 << 20, 1 << 20, 4], [1 << 40, 1 << 40, 1 << 40]] {
+        let (ok, e) = run(&model, Some(dims));
+        assert!(
+            !ok && e.contains("ConstantOfShape") && e.contains("elements"),
+            "{e}"
+        );
+    }
+    let fixed = write(
+        dir.path(),
+        "fixed.onnx",
+        &constant_of_shape_model(Some([1 << 20, 1 << 20, 4])),
+    );
+    let fixed_model = dir.path().join("fixed.model");
+    match import(&fixed, &fixed_model, &ImportOptions::default()) {
+        Err(e) => {
+            eprintln!("refused at import: {e}");
+            assert!(e.to_string().contains("fixed.onnx"), "{e}");
+        }
+        Ok(()) => {
+            let (ok, e) = run(&fixed_model, None);
+            eprintln!("refused at run time: {e}");
+            assert!(!ok);
+            assert!(
+                e.contains("out of memory allocating 17592186044416 bytes"),
+                "{e}"
+            );
+        }
+    }
+}

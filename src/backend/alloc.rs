@@ -9,9 +9,38 @@
 //! shapes (encoder batches padded to each batch's longest text, prefill then
 //! decode) hold one forward's worth of buffers instead of every shape's.
 
+use super::TensorInfo;
+use crate::error::ExecutionError;
 use std::collections::{HashMap, HashSet};
 use std::ops::Deref;
 use std::sync::{Arc, Mutex, Weak};
+
+/// Output sizes above which [`check_host_room`] asks the system first.
+const PROBE_BYTES: u64 = 1 << 30;
+
+/// Checks, before an op allocates its outputs on the host, that their bytes can
+/// be had: above 1 GiB the allocation is tried (and released) first, so a graph
+/// or input that claims a huge tensor is `OutOfMemory` naming `backend` and the
+/// bytes requested instead of an abort in the middle of the op.
+pub fn check_host_room(backend: &str, outputs: &[TensorInfo]) -> Result<(), ExecutionError> {
+    let bytes = outputs.iter().try_fold(0u64, |total, o| {
+        total.checked_add(o.dtype.byte_size(&o.shape)?)
+    });
+    let too_big = |requested: u64| ExecutionError::OutOfMemory {
+        backend: backend.to_string(),
+        requested_bytes: usize::try_from(requested).unwrap_or(usize::MAX),
+    };
+    match bytes {
+        None => Err(too_big(u64::MAX)),
+        Some(b) if b > PROBE_BYTES => {
+            let len = usize::try_from(b).map_err(|_| too_big(b))?;
+            Vec::<u8>::new()
+                .try_reserve_exact(len)
+                .map_err(|_| too_big(b))
+        }
+        Some(_) => Ok(()),
+    }
+}
 
 /// What a buffer is used for; pools are separate per usage.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -181,6 +210,29 @@ impl FrameAllocator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outputs_beyond_the_machine_are_out_of_memory_with_their_bytes() {
+        use crate::dtype::DType;
+        let huge = [TensorInfo::new(&[1 << 20, 1 << 20, 1 << 10], DType::F32)];
+        assert_eq!(
+            check_host_room("cpu", &huge),
+            Err(ExecutionError::OutOfMemory {
+                backend: "cpu".into(),
+                requested_bytes: 1 << 52,
+            })
+        );
+        let overflowing = [TensorInfo::new(&[1 << 40, 1 << 40], DType::I64)];
+        assert!(matches!(
+            check_host_room("nox", &overflowing),
+            Err(ExecutionError::OutOfMemory {
+                requested_bytes: usize::MAX,
+                ..
+            })
+        ));
+        let small = [TensorInfo::new(&[1024, 1024], DType::F32)];
+        assert_eq!(check_host_room("cpu", &small), Ok(()));
+    }
 
     #[test]
     fn buffers_return_on_drop_and_are_reused_after_reset() {

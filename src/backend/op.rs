@@ -499,6 +499,11 @@ pub enum Op {
     },
 }
 
+/// The number of values of `shape`, `None` when the product overflows.
+fn numel(shape: &[usize]) -> Option<usize> {
+    shape.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+}
+
 pub(super) fn mismatch(op: &Op, expected: &[usize], got: &[usize]) -> ExecutionError {
     ExecutionError::ShapeMismatch {
         op: op.name().to_string(),
@@ -694,7 +699,26 @@ impl Op {
     }
 
     /// Checks the inputs (count, dtypes, shapes) and returns the outputs' infos.
+    /// Every shape computation is checked: inputs whose dimensions would overflow
+    /// give `ShapeMismatch`, and outputs whose byte size does not fit an `isize`
+    /// give `OutOfMemory` (the bytes saturated at `usize::MAX`), so callers may
+    /// multiply the returned dimensions freely.
     pub fn infer(&self, inputs: &[TensorInfo]) -> Result<Vec<TensorInfo>, ExecutionError> {
+        let outputs = self.infer_shapes(inputs)?;
+        for o in &outputs {
+            let bytes = numel(&o.shape).and_then(|n| n.checked_mul(8));
+            if bytes.is_none_or(|b| b > isize::MAX as usize) {
+                return Err(ExecutionError::OutOfMemory {
+                    backend: "any".into(),
+                    requested_bytes: bytes.unwrap_or(usize::MAX),
+                });
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// The rules of [`Op::infer`], one per op.
+    fn infer_shapes(&self, inputs: &[TensorInfo]) -> Result<Vec<TensorInfo>, ExecutionError> {
         let f32_out = |shape: Vec<usize>| TensorInfo {
             shape,
             dtype: DType::F32,
@@ -786,8 +810,9 @@ impl Op {
                 if !ok {
                     return Err(mismatch(self, x, w));
                 }
+                let channels = w[1].checked_mul(g).ok_or_else(|| mismatch(self, x, w))?;
                 if inputs.len() == 3 {
-                    vector(2, w[1] * g)?;
+                    vector(2, channels)?;
                 }
                 let out_len = |i: usize| {
                     let full = x[2 + i]
@@ -795,10 +820,11 @@ impl Op {
                         .checked_mul(stride[i])?
                         .checked_add(dilation[i].checked_mul(w[2 + i].checked_sub(1)?)?)?
                         .checked_add(out_pad[i] + 1)?;
-                    full.checked_sub(pads[i] + pads[i + 2]).filter(|&n| n > 0)
+                    full.checked_sub(pads[i].checked_add(pads[i + 2])?)
+                        .filter(|&n| n > 0)
                 };
                 match (out_len(0), out_len(1)) {
-                    (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], w[1] * g, ho, wo])]),
+                    (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], channels, ho, wo])]),
                     _ => Err(mismatch(self, x, w)),
                 }
             }
@@ -851,7 +877,7 @@ impl Op {
             Op::Reshape(shape) => {
                 arity(1, 1)?;
                 let x = data(0)?;
-                if shape.iter().product::<usize>() != x.iter().product::<usize>() {
+                if numel(shape).is_none() || numel(shape) != numel(x) {
                     return Err(mismatch(self, x, shape));
                 }
                 Ok(vec![same_out(shape.clone())])
@@ -887,7 +913,9 @@ impl Op {
                     if !same_rest {
                         return Err(mismatch(self, first, s));
                     }
-                    out[*axis] += s[*axis];
+                    out[*axis] = out[*axis]
+                        .checked_add(s[*axis])
+                        .ok_or_else(|| mismatch(self, first, s))?;
                 }
                 Ok(vec![same_out(out)])
             }
@@ -904,7 +932,8 @@ impl Op {
             Op::Split { axis, sizes } => {
                 arity(1, 1)?;
                 let x = data(0)?;
-                if *axis >= x.len() || sizes.iter().sum::<usize>() != x[*axis] {
+                let total = sizes.iter().try_fold(0usize, |a, &n| a.checked_add(n));
+                if *axis >= x.len() || total != Some(x[*axis]) {
                     return Err(mismatch(self, x, sizes));
                 }
                 Ok(sizes
@@ -964,7 +993,10 @@ impl Op {
                     return Err(mismatch(self, &[0, 0, *rot_dim], x));
                 }
                 if inputs.len() == 3 {
-                    let need = [pos + x[0], rot_dim / 2];
+                    let end = pos
+                        .checked_add(x[0])
+                        .ok_or_else(|| mismatch(self, &[*pos], x))?;
+                    let need = [end, rot_dim / 2];
                     for i in 1..3 {
                         let c = act(i)?;
                         if c.len() != 2 || c[0] < need[0] || c[1] != need[1] {
@@ -1061,10 +1093,11 @@ impl Op {
                 if !ok {
                     return Err(mismatch(self, kc, k));
                 }
-                if pos + k[0] > kc[0] {
+                let requested = pos.saturating_add(k[0]);
+                if requested > kc[0] {
                     return Err(ExecutionError::ContextOverflow {
                         max: kc[0],
-                        requested: pos + k[0],
+                        requested,
                     });
                 }
                 Ok(vec![f32_out(kc.to_vec()), f32_out(vc.to_vec())])
@@ -1085,13 +1118,17 @@ impl Op {
                 let x = act(0)?;
                 let w = &inputs[1].shape;
                 let ok = x.len() == 2 && w.len() == 3 && w[1] == x[0] && *stride > 0;
-                if !ok || x[1] + 2 * padding < w[2] {
+                let padded = padding
+                    .checked_mul(2)
+                    .and_then(|p| p.checked_add(x[1]))
+                    .filter(|_| ok);
+                let Some(span) = padded.and_then(|p| p.checked_sub(w[2])) else {
                     return Err(mismatch(self, x, w));
-                }
+                };
                 if inputs.len() == 3 {
                     vector(2, w[0])?;
                 }
-                let lout = (x[1] + 2 * padding - w[2]) / stride + 1;
+                let lout = span / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
             }
             Op::BatchMatmul => {
@@ -1121,7 +1158,7 @@ impl Op {
                     && g > 0
                     && x[1].is_multiple_of(g)
                     && w[0].is_multiple_of(g)
-                    && w[1] * g == x[1]
+                    && w[1].checked_mul(g) == Some(x[1])
                     && stride.iter().all(|&s| s > 0)
                     && dilation.iter().all(|&d| d > 0);
                 if !ok {
@@ -1131,9 +1168,9 @@ impl Op {
                     vector(2, w[0])?;
                 }
                 let out_len = |i: usize| {
-                    let span = dilation[i] * (w[2 + i] - 1) + 1;
-                    let padded = x[2 + i] + pads[i] + pads[i + 2];
-                    (padded >= span && w[2 + i] > 0).then(|| (padded - span) / stride[i] + 1)
+                    let span = dilation[i].checked_mul(w[2 + i].checked_sub(1)?)? + 1;
+                    let padded = x[2 + i].checked_add(pads[i])?.checked_add(pads[i + 2])?;
+                    Some(padded.checked_sub(span)? / stride[i] + 1)
                 };
                 match (out_len(0), out_len(1)) {
                     (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], w[0], ho, wo])]),
@@ -1148,14 +1185,14 @@ impl Op {
             } => {
                 arity(1, 1)?;
                 let x = act(0)?;
-                let out_len = |i: usize| {
-                    let padded = x[2 + i] + pads[i] + pads[i + 2];
-                    (kernel[i] > 0 && stride[i] > 0 && padded >= kernel[i])
-                        .then(|| (padded - kernel[i]) / stride[i] + 1)
-                };
                 if x.len() != 4 {
                     return Err(mismatch(self, &[0, 0, 0, 0], x));
                 }
+                let out_len = |i: usize| {
+                    let padded = x[2 + i].checked_add(pads[i])?.checked_add(pads[i + 2])?;
+                    (kernel[i] > 0 && stride[i] > 0)
+                        .then(|| Some(padded.checked_sub(kernel[i])? / stride[i] + 1))?
+                };
                 match (out_len(0), out_len(1)) {
                     (Some(ho), Some(wo)) => Ok(vec![f32_out(vec![x[0], x[1], ho, wo])]),
                     _ => Err(mismatch(self, x, kernel)),
@@ -1277,4 +1314,58 @@ pub fn rope_cache(max_pos: usize, inv_freq: &[f64]) -> Result<(Tensor, Tensor), 
         Tensor::from_f32(&shape, cos)?,
         Tensor::from_f32(&shape, sin)?,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn f32s(shape: &[usize]) -> TensorInfo {
+        TensorInfo::new(shape, DType::F32)
+    }
+
+    #[test]
+    fn shape_arithmetic_that_would_overflow_is_an_error() {
+        let conv = |pads: [usize; 4], dilation: usize| Op::Conv2d {
+            stride: [1, 1],
+            pads,
+            dilation: [dilation; 2],
+            groups: 1,
+        };
+        let x = f32s(&[1, 2, 8, 8]);
+        let cases = [
+            (
+                conv([usize::MAX, 0, 1, 0], 1),
+                vec![x.clone(), f32s(&[4, 2, 3, 3])],
+            ),
+            (conv([0; 4], 2), vec![x, f32s(&[4, 2, 0, 3])]),
+            (
+                Op::Concat { axis: 0 },
+                vec![f32s(&[usize::MAX, 1]), f32s(&[2, 1])],
+            ),
+            (Op::Reshape(vec![1 << 40, 1 << 40]), vec![f32s(&[0])]),
+        ];
+        for (op, inputs) in cases {
+            let r = op.infer(&inputs);
+            assert!(
+                matches!(r, Err(ExecutionError::ShapeMismatch { .. })),
+                "{op:?}: {r:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn outputs_whose_bytes_overflow_are_out_of_memory() {
+        let ids = TensorInfo::new(&[1 << 40], DType::I32);
+        let r = Op::Embed.infer(&[ids, f32s(&[8, 1 << 30])]);
+        assert_eq!(
+            r,
+            Err(ExecutionError::OutOfMemory {
+                backend: "any".into(),
+                requested_bytes: usize::MAX,
+            })
+        );
+        let r = Op::Embed.infer(&[TensorInfo::new(&[3], DType::I32), f32s(&[8, 16])]);
+        assert_eq!(r, Ok(vec![f32s(&[3, 16])]));
+    }
 }

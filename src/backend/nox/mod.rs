@@ -609,6 +609,7 @@ impl Backend for NoxBackend {
     ) -> Result<Vec<Tensor>, ExecutionError> {
         let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
         let outs = op.infer(&infos)?;
+        crate::backend::alloc::check_host_room("nox", &outs)?;
         let name = op.name();
         let shape = outs[0].shape.as_slice();
         if let Op::RandomNormalLike { mean, scale, seed } = op {

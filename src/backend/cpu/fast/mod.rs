@@ -31,6 +31,7 @@ pub fn execute(
     }
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
     let outs = op.infer(&infos)?;
+    crate::backend::alloc::check_host_room("cpu", &outs)?;
     let name = op.name();
     let read = |i: usize| inputs[i].read_f32(name);
     let shape0 = outs[0].shape.as_slice();

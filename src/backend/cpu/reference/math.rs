@@ -19,10 +19,13 @@ pub fn gelu(x: f32) -> f32 {
     0.5 * x * (1.0 + erf(x / std::f32::consts::SQRT_2))
 }
 
-/// Tanh-approximated GELU.
+/// Tanh-approximated GELU, `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`,
+/// evaluated in f64 as the equal `x / (1 + e^(-2u))`, which keeps its relative
+/// accuracy in the negative tail (where `1 + tanh(u)` cancels in f32).
 pub fn gelu_tanh(x: f32) -> f32 {
-    let c = (2.0 / std::f32::consts::PI).sqrt();
-    0.5 * x * (1.0 + (c * (x + 0.044715 * x * x * x)).tanh())
+    let x = x as f64;
+    let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x);
+    (x / (1.0 + (-2.0 * u).exp())) as f32
 }
 
 /// One element-wise op applied to one value.

@@ -68,6 +68,7 @@ impl Backend for ReferenceBackend {
 pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError> {
     let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
     let outs = op.infer(&infos)?;
+    crate::backend::alloc::check_host_room("reference", &outs)?;
     if inputs.iter().any(|t| t.as_i64().is_some()) && !op.is_index_op() {
         return index::layout_ints(op, inputs, &outs);
     }
