@@ -2,6 +2,7 @@
 //! the f32 gemm kernel, `BatchMatmul` on the same kernel, and broadcast
 //! element-wise ops by rows (no per-value index arithmetic).
 
+use super::elementwise::lane_sum;
 use super::par::chunks;
 use crate::backend::cpu::kernels;
 use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan, Conv2dArgs};
@@ -308,8 +309,8 @@ pub(super) struct GroupNormArgs<'a> {
 }
 
 /// `GroupNorm` / `GroupNormAffine` (see [`Op::GroupNorm`]) with the groups in parallel:
-/// per group the mean, then the variance about it (two passes, sums in f64), then
-/// `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
+/// per group the mean, then the variance about it (two passes, sums in f64 partial sums),
+/// then `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
 /// the norm's gain and bias, then `gamma` and `beta`, in that order of operations).
 pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mut [f32]) {
     let c = a.shape[1];
@@ -321,8 +322,8 @@ pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mu
             .enumerate()
             .for_each(|(gi, (yg, xg))| {
                 let n = xg.len().max(1) as f64;
-                let mean = xg.iter().map(|&v| v as f64).sum::<f64>() / n;
-                let var = xg.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+                let mean = lane_sum(xg, f64::from) / n;
+                let var = lane_sum(xg, |v| (f64::from(v) - mean).powi(2)) / n;
                 let inv = (1.0 / (var + a.eps as f64).sqrt()) as f32;
                 let mean = mean as f32;
                 let first = (gi % a.groups) * (c / a.groups);
