@@ -108,12 +108,12 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
     match *op {
         Op::Scale(s) => u.apply(1, |v| v * s),
         Op::Clamp { lo, hi } => u.apply(1, |v| v.max(lo).min(hi)),
-        Op::Silu => u.apply(t, silu),
+        Op::Silu => u.apply(t, |v| v / (1.0 + exp_approx(-v))),
         Op::Gelu => u.apply(t, gelu),
         Op::GeluTanh => u.apply(t, gelu_tanh),
         Op::Relu => u.apply(1, |v| v.max(0.0)),
         Op::LeakyRelu(s) => u.apply(1, |v| if v > 0.0 { v } else { s * v }),
-        Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + (-v).exp())),
+        Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + exp_approx(-v))),
         Op::Tanh => u.apply(t, f32::tanh),
         Op::Softcap(c) => u.apply(t, |v| c * (v / c).tanh()),
         Op::Sqrt => u.apply(2, f32::sqrt),
@@ -331,8 +331,11 @@ fn layer_norm_row(row: &[f32], g: &[f32], b: Option<&[f32]>, eps: f32, o: &mut [
 
 /// `sum f(x[i])`, accumulated in [`LANES`] independent partial sums (so the loop vectorizes).
 #[inline(always)]
-fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
-    let mut acc = [0.0f32; LANES];
+pub(super) fn lane_sum<T>(x: &[f32], f: impl Fn(f32) -> T) -> T
+where
+    T: Copy + Default + std::ops::AddAssign + std::iter::Sum,
+{
+    let mut acc = [T::default(); LANES];
     let mut blocks = x.chunks_exact(LANES);
     for blk in &mut blocks {
         for (a, &v) in acc.iter_mut().zip(blk) {
@@ -342,10 +345,11 @@ fn lane_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     for (a, &v) in acc.iter_mut().zip(blocks.remainder()) {
         *a += f(v);
     }
-    acc.iter().sum()
+    acc.into_iter().sum()
 }
 
-/// Softmax of each row of `d`; an all `-inf` row gives zeros.
+/// Softmax of each row of `d` through [`exp_approx`] (the sum in [`LANES`] partial
+/// sums); `-inf` entries give exactly 0, an all `-inf` row zeros.
 pub(super) fn softmax(pool: &ThreadPool, x: &[f32], d: usize, y: &mut [f32]) {
     let d = d.max(1);
     chunks(
@@ -361,13 +365,14 @@ pub(super) fn softmax(pool: &ThreadPool, x: &[f32], d: usize, y: &mut [f32]) {
                 o.fill(0.0);
                 return;
             }
-            let mut sum = 0.0;
-            for (o, &v) in o.iter_mut().zip(row) {
-                *o = (v - max).exp();
-                sum += *o;
-            }
-            let inv = 1.0 / sum;
-            o.iter_mut().for_each(|v| *v *= inv);
+            vectorized(|| {
+                for (o, &v) in o.iter_mut().zip(row) {
+                    let e = exp_approx(v - max);
+                    *o = if v == f32::NEG_INFINITY { 0.0 } else { e };
+                }
+                let inv = 1.0 / lane_sum(o, |v| v);
+                o.iter_mut().for_each(|v| *v *= inv);
+            })
         },
     );
 }
@@ -405,6 +410,56 @@ mod tests {
         let floor = (-87.0f64).exp();
         assert!((exp_approx(f32::NEG_INFINITY) as f64 - floor).abs() < 3e-7 * floor);
         assert!(exp_approx(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn silu_sigmoid_and_softmax_match_the_f64_formulas() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("thread pool");
+        let x: Vec<f32> = (-40_000..=40_000).map(|i| i as f32 * 2e-3).collect();
+        let mut y = vec![f32::NAN; x.len()];
+        let sigmoid = |v: f64| 1.0 / (1.0 + (-v).exp());
+        for (op, f) in [
+            (Op::Silu, &(|v: f64| v * sigmoid(v)) as &dyn Fn(f64) -> f64),
+            (Op::Sigmoid, &sigmoid),
+        ] {
+            assert!(unary(&pool, &op, &x, &mut y));
+            for (&v, &got) in x.iter().zip(&y) {
+                let want = f(v as f64);
+                let err = (got as f64 - want).abs();
+                assert!(
+                    err <= 4e-7 * want.abs().max(1e-30),
+                    "{op:?}({v}): {got} vs {want}"
+                );
+            }
+        }
+        // Rows with a remainder of lanes, masked entries and an all-masked row.
+        let d = 37;
+        let mut rows: Vec<f32> = (0..3 * d).map(|i| (i as f32 * 0.77).sin() * 30.0).collect();
+        rows[5] = f32::NEG_INFINITY;
+        rows[2 * d..].fill(f32::NEG_INFINITY);
+        let mut y = vec![f32::NAN; rows.len()];
+        softmax(&pool, &rows, d, &mut y);
+        for (xr, yr) in rows.chunks(d).zip(y.chunks(d)) {
+            // The exponents as the kernel rounds them (`v - max` in f32).
+            let max = xr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let e = |v: f32| ((v - max) as f64).exp();
+            let sum: f64 = xr.iter().map(|&v| e(v)).sum();
+            for (&v, &got) in xr.iter().zip(yr) {
+                let want = if max == f32::NEG_INFINITY {
+                    0.0
+                } else {
+                    e(v) / sum
+                };
+                assert!(
+                    (got as f64 - want).abs() <= 1e-6 * want.max(1e-30),
+                    "{got} vs {want}"
+                );
+            }
+        }
+        assert_eq!(y[5], 0.0);
     }
 
     #[test]

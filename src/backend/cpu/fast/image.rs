@@ -2,6 +2,7 @@
 //! the f32 gemm kernel, `BatchMatmul` on the same kernel, and broadcast
 //! element-wise ops by rows (no per-value index arithmetic).
 
+use super::elementwise::lane_sum;
 use super::par::chunks;
 use crate::backend::cpu::kernels;
 use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan, Conv2dArgs};
@@ -21,7 +22,8 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
     pool.install(|| kernels::matmul_with(path, DType::F32, bytes, n, k, x, m, None, y));
 }
 
-/// `Conv2d` (see [`Op::Conv2d`]) per batch entry and group: the input copied once into a
+/// `Conv2d` (see [`Op::Conv2d`]): the direct kernel where it applies (stride 1 on
+/// AVX-512F or AVX2+FMA), else per batch entry and group the input copied once into a
 /// zero-padded channels-last buffer, so each patch row (`[Ho Wo, kh kw Cg]`, taps outer,
 /// channels inner) is `kh kw` contiguous copies; then the gemm kernel against the kernel
 /// rows reordered the same way.
@@ -33,6 +35,11 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_direct::applies(a) {
+        let wide = kernels::avx512_detected();
+        return super::conv_direct::conv2d(pool, a, wide, x, w, b, y);
+    }
     let (h, wd) = (a.x_shape[2], a.x_shape[3]);
     let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);
     let (ho, wo) = (a.out_shape[2], a.out_shape[3]);
@@ -302,8 +309,8 @@ pub(super) struct GroupNormArgs<'a> {
 }
 
 /// `GroupNorm` / `GroupNormAffine` (see [`Op::GroupNorm`]) with the groups in parallel:
-/// per group the mean, then the variance about it (two passes, sums in f64), then
-/// `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
+/// per group the mean, then the variance about it (two passes, sums in f64 partial sums),
+/// then `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
 /// the norm's gain and bias, then `gamma` and `beta`, in that order of operations).
 pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mut [f32]) {
     let c = a.shape[1];
@@ -315,8 +322,8 @@ pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mu
             .enumerate()
             .for_each(|(gi, (yg, xg))| {
                 let n = xg.len().max(1) as f64;
-                let mean = xg.iter().map(|&v| v as f64).sum::<f64>() / n;
-                let var = xg.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n;
+                let mean = lane_sum(xg, f64::from) / n;
+                let var = lane_sum(xg, |v| (f64::from(v) - mean).powi(2)) / n;
                 let inv = (1.0 / (var + a.eps as f64).sqrt()) as f32;
                 let mean = mean as f32;
                 let first = (gi % a.groups) * (c / a.groups);
@@ -382,17 +389,63 @@ pub(super) fn permute(
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::backend::cpu::reference::image as reference;
 
     /// A value sequence without structure: `sin(1.3 i + seed)`.
-    fn values(n: usize, seed: f32) -> Vec<f32> {
+    pub(in super::super) fn values(n: usize, seed: f32) -> Vec<f32> {
         (0..n).map(|i| (i as f32 * 1.3 + seed).sin()).collect()
     }
 
-    /// x `[N, Cin, H, W]`, Cg_out, kernel, stride, pads, dilation, groups, out_pad.
-    type Case = (
+    /// A convolution's shapes (x, w, out) and attributes, as in [`Conv2dArgs`].
+    pub(in super::super) struct Geometry(
+        pub [[usize; 4]; 3],
+        pub [usize; 2],
+        pub [usize; 4],
+        pub [usize; 2],
+        pub usize,
+    );
+
+    impl Geometry {
+        /// The arguments of the kernels.
+        pub(in super::super) fn args(&self) -> Conv2dArgs<'_> {
+            let [x_shape, w_shape, out_shape] = &self.0;
+            Conv2dArgs {
+                x_shape,
+                w_shape,
+                out_shape,
+                stride: self.1,
+                pads: self.2,
+                dilation: self.3,
+                groups: self.4,
+            }
+        }
+
+        /// x, w and a bias (of `out[1]` values) from [`values`].
+        pub(in super::super) fn operands(&self) -> [Vec<f32>; 3] {
+            let [xs, ws, out] = &self.0;
+            [
+                values(xs.iter().product(), 0.1),
+                values(ws.iter().product(), 0.7),
+                values(out[1], 1.9),
+            ]
+        }
+    }
+
+    /// Asserts `|want - got| <= 1e-5 max(1, max |want|)` everywhere.
+    pub(in super::super) fn assert_close(want: &[f32], got: &[f32], what: &str) {
+        let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+        let err = want
+            .iter()
+            .zip(got)
+            .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
+        assert!(err <= 1e-5 * scale, "{what}: {err} (scale {scale})");
+    }
+
+    /// x `[N, Cin, H, W]`, output channels per group, kernel, stride, pads, dilation,
+    /// groups, output padding (of `ConvTranspose2d`; zero for `Conv2d`).
+    pub(in super::super) type Case = (
         [usize; 4],
         usize,
         [usize; 2],
@@ -479,30 +532,12 @@ mod tests {
                 ),
             ];
             let ws = [xs[1], cg_out, k[0], k[1]];
-            let x = values(xs.iter().product(), 0.1);
-            let w = values(ws.iter().product(), 0.7);
-            let b = values(cout, 1.9);
-            let args = Conv2dArgs {
-                x_shape: &xs,
-                w_shape: &ws,
-                out_shape: &out,
-                stride,
-                pads,
-                dilation,
-                groups,
-            };
+            let geometry = Geometry([xs, ws, out], stride, pads, dilation, groups);
+            let (args, [x, w, b]) = (geometry.args(), geometry.operands());
             let want = reference::conv_transpose2d(&args, &x, &w, Some(&b));
             let mut got = vec![f32::NAN; want.len()];
             conv_transpose2d(&pool, &args, &x, &w, Some(&b), &mut got);
-            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
-            let err = want
-                .iter()
-                .zip(&got)
-                .fold(0.0f32, |m, (a, b)| m.max((a - b).abs()));
-            assert!(
-                err <= 1e-5 * scale,
-                "{xs:?} k {k:?} groups {groups}: {err} (scale {scale})"
-            );
+            assert_close(&want, &got, &format!("{xs:?} k {k:?} groups {groups}"));
         }
     }
 }

@@ -7,6 +7,8 @@ mod attention;
 pub(super) mod attention_block;
 #[cfg(target_arch = "x86_64")]
 mod attention_rows;
+#[cfg(target_arch = "x86_64")]
+mod conv_direct;
 mod elementwise;
 mod image;
 mod linear;

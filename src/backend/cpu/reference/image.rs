@@ -16,7 +16,12 @@ pub(crate) struct Conv2dArgs<'a> {
 }
 
 /// `Conv2d` of `x` by `w` plus `b`, in plain loops.
-pub(super) fn conv2d(a: &Conv2dArgs, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f32> {
+pub(in crate::backend::cpu) fn conv2d(
+    a: &Conv2dArgs,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+) -> Vec<f32> {
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
     let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);
     let (ho, wo) = (a.out_shape[2], a.out_shape[3]);
