@@ -15,6 +15,7 @@
 
 mod diffusion;
 pub mod proto;
+mod rnn;
 mod runtime;
 mod shape_ops;
 mod sym;
@@ -58,11 +59,17 @@ fn attrs(node: &proto::NodeProto, dir: &Path) -> Result<HashMap<String, Attr>, S
                 )?),
                 6 => Attr::Floats(a.floats.clone()),
                 7 => Attr::Ints(a.ints.clone()),
+                8 => Attr::Strings(
+                    a.strings
+                        .iter()
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect(),
+                ),
                 t => {
                     return Err(format!(
-                    "attribute `{}` has type {t} (graphs, strings and tensor lists are not read)",
-                    a.name
-                ))
+                        "attribute `{}` has type {t} (graphs and tensor lists are not read)",
+                        a.name
+                    ))
                 }
             };
             Ok((a.name.clone(), v))

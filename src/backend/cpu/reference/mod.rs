@@ -12,6 +12,7 @@ mod index;
 mod layout;
 mod math;
 mod norm;
+mod rnn;
 
 use crate::backend::op::Mask;
 use crate::backend::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
@@ -175,6 +176,50 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         )),
         Op::ResizeNearest { scales } => {
             one(image::resize_nearest(&read(0)?, &infos[0].shape, scales))
+        }
+        Op::Lstm {
+            hidden,
+            direction,
+            clip,
+            input_forget,
+            seq_lens,
+        } => {
+            let [steps, batch, input] = infos[0].shape[..] else {
+                return Err(ExecutionError::ShapeMismatch {
+                    op: name.into(),
+                    expected: vec![0, 0, 0],
+                    got: infos[0].shape.clone(),
+                });
+            };
+            let args = rnn::LstmArgs {
+                steps,
+                batch,
+                input,
+                hidden: *hidden,
+                direction: *direction,
+                clip: *clip,
+                input_forget: *input_forget,
+                seq_lens: seq_lens.as_deref(),
+            };
+            let p = if inputs.len() == 7 {
+                Some(read(6)?)
+            } else {
+                None
+            };
+            let outs_f32 = rnn::lstm(
+                &args,
+                &read(0)?,
+                &read(1)?,
+                &read(2)?,
+                &read(3)?,
+                &read(4)?,
+                &read(5)?,
+                p.as_deref(),
+            );
+            outs.iter()
+                .zip(outs_f32)
+                .map(|(info, v)| Tensor::from_f32(&info.shape, v))
+                .collect()
         }
         Op::SwiGlu | Op::GeGlu => {
             let act = if *op == Op::SwiGlu { silu } else { gelu };
