@@ -1,5 +1,5 @@
-//! ONNX recurrent ops: `LSTM` into [`Op::Lstm`] (layout 1 through transposes,
-//! absent biases and initial states as zero constants).
+//! ONNX recurrent ops: `LSTM` into [`Op::Lstm`] (absent biases and initial states
+//! as zero constants).
 
 use super::sym::Sym;
 use super::translate::{OnnxNode, Translator, Val, Why};
@@ -52,9 +52,10 @@ impl Translator {
         if n.attrs.contains_key("activation_alpha") || n.attrs.contains_key("activation_beta") {
             return Err("LSTM activation_alpha / activation_beta are not supported yet".into());
         }
-        let layout = n.int("layout", 0)?;
-        if layout != 0 && layout != 1 {
-            return Err(format!("LSTM layout {layout} is not 0 or 1"));
+        if n.int("layout", 0)? != 0 {
+            return Err(
+                "LSTM layout 1 (batch first) is not supported yet; export with layout 0".into(),
+            );
         }
         let hidden = usize::try_from(n.int("hidden_size", 0)?)
             .ok()
@@ -75,15 +76,7 @@ impl Translator {
                 4 * hidden
             ));
         }
-        // X as [S, B, I]; layout 1 stores [B, S, I] (and Y, Y_h, Y_c batch first).
-        let xs = if layout == 1 {
-            let t = self.fresh_name(x);
-            self.apply(Op::Permute(vec![1, 0, 2]), &[x], &[&t])?;
-            t
-        } else {
-            x.to_string()
-        };
-        let xshape = self.shape_of(&xs)?;
+        let xshape = self.shape_of(x)?;
         if xshape.len() != 3 {
             return Err(format!("LSTM X has rank {}; 3 is needed", xshape.len()));
         }
@@ -112,11 +105,6 @@ impl Translator {
         let mut state = Vec::with_capacity(2);
         for (k, what) in [(5, "initial_h"), (6, "initial_c")] {
             state.push(match n.input(k) {
-                Some(s) if layout == 1 => {
-                    let t = self.fresh_name(s);
-                    self.apply(Op::Permute(vec![1, 0, 2]), &[s], &[&t])?;
-                    t
-                }
                 Some(s) => s.to_string(),
                 None => {
                     let b = batch.ok_or_else(|| {
@@ -126,7 +114,7 @@ impl Translator {
                 }
             });
         }
-        let mut ins = vec![xs.as_str(), w, r, b.as_str(), &state[0], &state[1]];
+        let mut ins = vec![x, w, r, b.as_str(), &state[0], &state[1]];
         if let Some(p) = n.input(7) {
             ins.push(p);
         }
@@ -141,24 +129,14 @@ impl Translator {
             input_forget: n.int("input_forget", 0)? != 0,
             seq_lens,
         };
-        // Our outputs, in the op's layout; renamed to the ONNX ones below.
-        let named = |i: usize| n.outputs.get(i).filter(|o| !o.is_empty());
+        // Outputs left out in the ONNX node get names of their own.
         let outs: Vec<String> = (0..3)
-            .map(|i| match named(i) {
-                Some(o) if layout == 0 => o.clone(),
-                _ => self.fresh_name(&format!("{}::lstm{i}", n.outputs.join(","))),
+            .map(|i| match n.outputs.get(i).filter(|o| !o.is_empty()) {
+                Some(o) => o.clone(),
+                None => self.fresh_name(&format!("{}::lstm{i}", n.outputs.join(","))),
             })
             .collect();
         let out_refs: Vec<&str> = outs.iter().map(String::as_str).collect();
-        self.apply(op, &ins, &out_refs)?;
-        if layout == 1 {
-            let perms = [vec![2, 0, 1, 3], vec![1, 0, 2], vec![1, 0, 2]];
-            for (i, perm) in perms.into_iter().enumerate() {
-                if let Some(o) = named(i) {
-                    self.apply(Op::Permute(perm), &[&outs[i]], &[o])?;
-                }
-            }
-        }
-        Ok(())
+        self.apply(op, &ins, &out_refs)
     }
 }
