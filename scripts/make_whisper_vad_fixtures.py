@@ -24,13 +24,12 @@ Run: /path/to/venv/bin/python scripts/make_whisper_vad_fixtures.py
 import json
 import os
 import sys
-import wave
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-MODELS = os.environ.get("CYB_MODELS_DIR", os.path.join(ROOT, ".cache", "models"))
-SRC = os.path.join(MODELS, "whisper")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from make_whisper_beam_fixtures import ROOT, SRC, clips as beam_clips  # noqa: E402
+
 OUT = os.path.join(ROOT, "tests", "fixtures", "whisper", "faster_whisper_vad.json")
 
 # VadOptions keyword sets: the defaults, short silences and padding with a minimum
@@ -42,23 +41,11 @@ OPTIONS = {
 }
 
 
-def read_wav(path):
-    with wave.open(path, "rb") as w:
-        assert w.getsampwidth() == 2 and w.getnchannels() == 1 and w.getframerate() == 16000
-        data = np.frombuffer(w.readframes(w.getnframes()), dtype="<i2")
-    return data.astype(np.float32) / 32768.0
-
-
 def clips():
-    jfk = read_wav(os.path.join(SRC, "jfk.wav"))
-    gap = np.zeros(16000, dtype=np.float32)
-    parts = []
-    while sum(len(p) for p in parts) < 120 * 16000:
-        parts += [jfk, gap]
-    return {"jfk": jfk,
-            "padded_8s": np.concatenate([np.zeros(8 * 16000, dtype=np.float32), jfk]),
-            "long_2min": np.concatenate(parts)[: 120 * 16000],
-            "silence_30s": np.zeros(30 * 16000, dtype=np.float32)}
+    base = beam_clips()
+    return {"jfk": base["jfk"],
+            "padded_8s": np.concatenate([np.zeros(8 * 16000, dtype=np.float32), base["jfk"]]),
+            "long_2min": base["long_2min"], "silence_30s": base["silence_30s"]}
 
 
 def segments_of(model, audio, **kw):

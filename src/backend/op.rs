@@ -121,6 +121,21 @@ impl RnnDirection {
     }
 }
 
+/// The attributes of [`Op::Lstm`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LstmSpec {
+    /// Hidden size `H`.
+    pub hidden: usize,
+    /// Direction(s) run (`D` = [`RnnDirection::count`]).
+    pub direction: RnnDirection,
+    /// Bound on the gate inputs, if any.
+    pub clip: Option<f32>,
+    /// Couple the forget gate to the input gate (`f = 1 - i`).
+    pub input_forget: bool,
+    /// Steps run per batch entry (each in `1..=S`), if not all `S`.
+    pub seq_lens: Option<Vec<usize>>,
+}
+
 /// Reduction of [`Op::Reduce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceKind {
@@ -536,18 +551,7 @@ pub enum Op {
     /// `input_forget`), `g = tanh(s(c))`, `c' = f c + i g`, `o = sigmoid(s(o) + p_o c')`,
     /// `h' = o tanh(c')`; `y[t, d] = h'`. With `seq_lens`, batch entry b runs its first
     /// `seq_lens[b]` steps only (`y` is 0 after them; `h`, `c` are the state after them).
-    Lstm {
-        /// Hidden size `H`.
-        hidden: usize,
-        /// Direction(s) run (`D` = [`RnnDirection::count`]).
-        direction: RnnDirection,
-        /// Bound on the gate inputs, if any.
-        clip: Option<f32>,
-        /// Couple the forget gate to the input gate (`f = 1 - i`).
-        input_forget: bool,
-        /// Steps run per batch entry (each in `1..=S`), if not all `S`.
-        seq_lens: Option<Vec<usize>>,
-    },
+    Lstm(LstmSpec),
     /// `[q [S, H, d], k [S, Hkv, d], v [S, Hkv, dv], cos, sin, k_cache, v_cache]
     /// -> [rope(q), k_cache, v_cache]`: `Rope` (with the cos/sin cache) of q
     /// and of k, then `KvAppend` of the rotated k and of v at `pos`.
@@ -677,7 +681,7 @@ impl Op {
             Op::Softplus => "Softplus",
             Op::Ceil => "Ceil",
             Op::RandomNormalLike { .. } => "RandomNormalLike",
-            Op::Lstm { .. } => "Lstm",
+            Op::Lstm(_) => "Lstm",
         }
     }
 
@@ -1308,15 +1312,10 @@ impl Op {
                 }
                 Ok(vec![f32_out(out)])
             }
-            Op::Lstm {
-                hidden,
-                direction,
-                seq_lens,
-                ..
-            } => {
+            Op::Lstm(spec) => {
                 arity(6, 7)?;
                 let x = act(0)?;
-                let (h, d) = (*hidden, direction.count());
+                let (h, d) = (spec.hidden, spec.direction.count());
                 let [s, b, i] = *x else {
                     return Err(mismatch(self, &[0, 0, 0], x));
                 };
@@ -1333,7 +1332,7 @@ impl Op {
                         return Err(mismatch(self, w, &inputs[k + 1].shape));
                     }
                 }
-                if let Some(l) = seq_lens {
+                if let Some(l) = &spec.seq_lens {
                     if l.len() != b || l.iter().any(|&n| n == 0 || n > s) {
                         return Err(mismatch(self, &[b, s], l));
                     }

@@ -10,7 +10,7 @@
 //! `PadTo`, `Unsqueeze`, `Squeeze`) read their integer inputs (or the input's
 //! shape) per call and are bound in [`super::bind`].
 
-use crate::backend::{CmpOp, IntOp, Mask, Op, ReduceKind, RnnDirection, RopeStyle};
+use crate::backend::{CmpOp, IntOp, LstmSpec, Mask, Op, ReduceKind, RnnDirection, RopeStyle};
 use crate::dtype::DType;
 
 /// Every op the graph runtime knows, with its stable u16 tag (used in trace
@@ -605,7 +605,7 @@ impl GraphOp {
                     Some(_) => pair(&mut a, "out_pad", 0)?,
                 },
             }),
-            "Lstm" => fixed(Op::Lstm {
+            "Lstm" => fixed(Op::Lstm(LstmSpec {
                 hidden: a.usize("hidden")?,
                 direction: match a.str_opt("direction")? {
                     None => RnnDirection::Forward,
@@ -621,7 +621,7 @@ impl GraphOp {
                     None => None,
                     Some(_) => Some(a.usizes("seq_lens")?),
                 },
-            }),
+            })),
             "Softplus" => fixed(Op::Softplus),
             "Ceil" => fixed(Op::Ceil),
             "RandomNormalLike" => fixed(Op::RandomNormalLike {
@@ -868,20 +868,17 @@ impl GraphOp {
                     put("groups", i(*groups));
                     put("out_pad", list(out_pad));
                 }
-                Op::Lstm {
-                    hidden,
-                    direction,
-                    clip,
-                    input_forget,
-                    seq_lens,
-                } => {
-                    put("hidden", i(*hidden));
-                    put("direction", toml::Value::String(direction.name().into()));
-                    if let Some(c) = clip {
-                        put("clip", f(*c));
+                Op::Lstm(spec) => {
+                    put("hidden", i(spec.hidden));
+                    put(
+                        "direction",
+                        toml::Value::String(spec.direction.name().into()),
+                    );
+                    if let Some(c) = spec.clip {
+                        put("clip", f(c));
                     }
-                    put("input_forget", toml::Value::Boolean(*input_forget));
-                    if let Some(l) = seq_lens {
+                    put("input_forget", toml::Value::Boolean(spec.input_forget));
+                    if let Some(l) = &spec.seq_lens {
                         put("seq_lens", list(l));
                     }
                 }

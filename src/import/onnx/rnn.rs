@@ -3,7 +3,7 @@
 
 use super::sym::Sym;
 use super::translate::{OnnxNode, Translator, Val, Why};
-use crate::backend::{Op, RnnDirection};
+use crate::backend::{LstmSpec, Op, RnnDirection};
 use std::sync::Arc;
 
 /// The activations `Op::Lstm` computes, per direction (ONNX's defaults).
@@ -118,7 +118,7 @@ impl Translator {
         if let Some(p) = n.input(7) {
             ins.push(p);
         }
-        let op = Op::Lstm {
+        let op = Op::Lstm(LstmSpec {
             hidden,
             direction,
             clip: n
@@ -128,7 +128,7 @@ impl Translator {
                 .transpose()?,
             input_forget: n.int("input_forget", 0)? != 0,
             seq_lens,
-        };
+        });
         // Outputs left out in the ONNX node get names of their own.
         let outs: Vec<String> = (0..3)
             .map(|i| match n.outputs.get(i).filter(|o| !o.is_empty()) {

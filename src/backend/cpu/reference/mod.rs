@@ -177,13 +177,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         Op::ResizeNearest { scales } => {
             one(image::resize_nearest(&read(0)?, &infos[0].shape, scales))
         }
-        Op::Lstm {
-            hidden,
-            direction,
-            clip,
-            input_forget,
-            seq_lens,
-        } => {
+        Op::Lstm(spec) => {
             let [steps, batch, input] = infos[0].shape[..] else {
                 return Err(ExecutionError::ShapeMismatch {
                     op: name.into(),
@@ -195,11 +189,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 steps,
                 batch,
                 input,
-                hidden: *hidden,
-                direction: *direction,
-                clip: *clip,
-                input_forget: *input_forget,
-                seq_lens: seq_lens.as_deref(),
+                spec,
             };
             let p = if inputs.len() == 7 {
                 Some(read(6)?)

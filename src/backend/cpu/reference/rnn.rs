@@ -1,7 +1,7 @@
 //! Reference loops of the recurrent op [`Op::Lstm`]: one step at a time, the gate
 //! sums of each step accumulated in f64.
 
-use crate::backend::op::RnnDirection;
+use crate::backend::op::{LstmSpec, RnnDirection};
 
 /// The arguments of one `Lstm` call: shapes from the inputs, attributes from the op.
 pub(super) struct LstmArgs<'a> {
@@ -11,16 +11,8 @@ pub(super) struct LstmArgs<'a> {
     pub batch: usize,
     /// Input width `I`.
     pub input: usize,
-    /// Hidden size `H`.
-    pub hidden: usize,
-    /// Direction(s) run.
-    pub direction: RnnDirection,
-    /// Bound on the gate inputs.
-    pub clip: Option<f32>,
-    /// `f = 1 - i`.
-    pub input_forget: bool,
-    /// Steps run per batch entry (all `S` when `None`).
-    pub seq_lens: Option<&'a [usize]>,
+    /// The op's attributes.
+    pub spec: &'a LstmSpec,
 }
 
 /// The logistic function, `1 / (1 + e^-x)`.
@@ -42,17 +34,18 @@ pub(super) fn lstm(
     c0: &[f32],
     p: Option<&[f32]>,
 ) -> [Vec<f32>; 3] {
-    let (s, nb, ni, nh) = (a.steps, a.batch, a.input, a.hidden);
-    let nd = a.direction.count();
+    let spec = a.spec;
+    let (s, nb, ni, nh) = (a.steps, a.batch, a.input, spec.hidden);
+    let nd = spec.direction.count();
     let mut y = vec![0f32; s * nd * nb * nh];
     let mut h_out = vec![0f32; nd * nb * nh];
     let mut c_out = vec![0f32; nd * nb * nh];
-    let clip = |v: f64| match a.clip {
+    let clip = |v: f64| match spec.clip {
         Some(c) => v.clamp(-(c as f64), c as f64),
         None => v,
     };
     for d in 0..nd {
-        let reverse = a.direction == RnnDirection::Reverse || d == 1;
+        let reverse = spec.direction == RnnDirection::Reverse || d == 1;
         let wd = &w[d * 4 * nh * ni..(d + 1) * 4 * nh * ni];
         let rd = &r[d * 4 * nh * nh..(d + 1) * 4 * nh * nh];
         let bd = &b[d * 8 * nh..(d + 1) * 8 * nh];
@@ -61,7 +54,7 @@ pub(super) fn lstm(
             let state = (d * nb + bi) * nh;
             let mut h: Vec<f32> = h0[state..state + nh].to_vec();
             let mut c: Vec<f32> = c0[state..state + nh].to_vec();
-            let len = a.seq_lens.map_or(s, |l| l[bi]);
+            let len = spec.seq_lens.as_ref().map_or(s, |l| l[bi]);
             let order: Box<dyn Iterator<Item = usize>> = if reverse {
                 Box::new((0..len).rev())
             } else {
@@ -90,7 +83,7 @@ pub(super) fn lstm(
                 for j in 0..nh {
                     let cj = c[j] as f64;
                     let i = sigmoid(clip(pre[j] + peep(0, j, cj)));
-                    let f = if a.input_forget {
+                    let f = if spec.input_forget {
                         1.0 - i
                     } else {
                         sigmoid(clip(pre[2 * nh + j] + peep(2, j, cj)))
