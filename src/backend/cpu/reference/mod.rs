@@ -12,7 +12,7 @@ mod index;
 mod layout;
 mod math;
 mod norm;
-mod rnn;
+pub(crate) mod rnn;
 
 use crate::backend::op::Mask;
 use crate::backend::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
@@ -177,40 +177,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         Op::ResizeNearest { scales } => {
             one(image::resize_nearest(&read(0)?, &infos[0].shape, scales))
         }
-        Op::Lstm(spec) => {
-            let [steps, batch, input] = infos[0].shape[..] else {
-                return Err(ExecutionError::ShapeMismatch {
-                    op: name.into(),
-                    expected: vec![0, 0, 0],
-                    got: infos[0].shape.clone(),
-                });
-            };
-            let args = rnn::LstmArgs {
-                steps,
-                batch,
-                input,
-                spec,
-            };
-            let p = if inputs.len() == 7 {
-                Some(read(6)?)
-            } else {
-                None
-            };
-            let outs_f32 = rnn::lstm(
-                &args,
-                &read(0)?,
-                &read(1)?,
-                &read(2)?,
-                &read(3)?,
-                &read(4)?,
-                &read(5)?,
-                p.as_deref(),
-            );
-            outs.iter()
-                .zip(outs_f32)
-                .map(|(info, v)| Tensor::from_f32(&info.shape, v))
-                .collect()
-        }
+        Op::Lstm(spec) => rnn::execute(spec, inputs, &outs, None),
         Op::SwiGlu | Op::GeGlu => {
             let act = if *op == Op::SwiGlu { silu } else { gelu };
             let (g, u) = (read(0)?, read(1)?);
