@@ -9,6 +9,7 @@
 //! - `sym`: import-time dimensions (known, or a multiple of a symbolic one);
 //! - `runtime`: integer values known only per call, read back at run time;
 //! - `shape_ops`: ops whose output shape may be known only per call.
+//! - `rnn`: `LSTM` (one recurrent op; absent biases and states as zeros).
 //!
 //! Opsets 13 to 21 of the default domain are read; any other domain, opset
 //! or op is [`ImportError::UnsupportedOp`] naming the node.
