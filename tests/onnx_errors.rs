@@ -7,8 +7,9 @@
 mod onnx_util;
 
 use cyb_llm::import::onnx::proto::{
-    Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto, StringStringEntryProto,
-    TensorProto, TensorShapeProto, TensorTypeProto, TypeProto, ValueInfoProto,
+    AttributeProto, Dimension, GraphProto, ModelProto, NodeProto, OperatorSetIdProto,
+    StringStringEntryProto, TensorProto, TensorShapeProto, TensorTypeProto, TypeProto,
+    ValueInfoProto,
 };
 use cyb_llm::import::{import, ImportOptions};
 use onnx_util::{fixture, read_npy, unet_model, unet_onnx, write_npy};
@@ -407,6 +408,83 @@ fn a_shape_claiming_terabytes_is_a_named_error_not_an_abort() {
                 e.contains("out of memory allocating 17592186044416 bytes"),
                 "{e}"
             );
+        }
+    }
+}
+
+fn attr(name: &str, r#type: i32) -> AttributeProto {
+    AttributeProto {
+        name: name.into(),
+        r#type,
+        ..Default::default()
+    }
+}
+
+/// `node_op` over `x [batch, 1, 4]` with `W [1, 8, 4]`, `R [1, 8, 2]` (an LSTM of
+/// hidden size 2) and `attrs` added.
+fn lstm_model(node_op: &str, inputs: &[&str], attrs: Vec<AttributeProto>) -> ModelProto {
+    let mut m = tiny_model(node_op, 18, weight(&[0.5; 32]));
+    let g = m.graph.as_mut().unwrap();
+    g.initializer[0].dims = vec![1, 8, 4];
+    g.initializer.push(TensorProto {
+        dims: vec![1, 8, 2],
+        name: "r".into(),
+        ..weight(&[0.25; 16])
+    });
+    g.input = vec![value_info("x", &[None, Some(1), Some(4)])];
+    g.output = vec![value_info("y", &[None])];
+    g.node[0].input = inputs.iter().map(|s| s.to_string()).collect();
+    g.node[0].attribute = attrs;
+    m
+}
+
+#[test]
+fn lstm_and_pad_forms_not_run_are_refused_naming_the_node_and_the_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let hidden = AttributeProto {
+        i: 2,
+        ..attr("hidden_size", 2)
+    };
+    let activations = AttributeProto {
+        strings: ["Relu", "Tanh", "Tanh"]
+            .map(|s| s.as_bytes().to_vec())
+            .to_vec(),
+        ..attr("activations", 8)
+    };
+    let layout = AttributeProto {
+        i: 1,
+        ..attr("layout", 2)
+    };
+    let reflect = AttributeProto {
+        s: b"reflect".to_vec(),
+        ..attr("mode", 3)
+    };
+    let mut pad = lstm_model("Pad", &["x", "pads"], vec![reflect]);
+    pad.graph.as_mut().unwrap().initializer.push(TensorProto {
+        dims: vec![6],
+        data_type: 7,
+        name: "pads".into(),
+        int64_data: vec![0, 0, 4, 0, 0, 0],
+        ..Default::default()
+    });
+    let xwr = ["x", "w", "r"];
+    let mut lens_from_input =
+        lstm_model("LSTM", &["x", "w", "r", "", "lens"], vec![hidden.clone()]);
+    (lens_from_input.graph.as_mut().unwrap().input).push(value_info("lens", &[Some(1)]));
+    let cases = [
+        (
+            lstm_model("LSTM", &xwr, vec![hidden.clone(), activations]),
+            "activations",
+        ),
+        (lstm_model("LSTM", &xwr, vec![hidden, layout]), "layout 1"),
+        (lstm_model("LSTM", &xwr, vec![]), "hidden_size"),
+        (lens_from_input, "sequence_lens known only per call"),
+        (pad, "reflect needs pads < the dim"),
+    ];
+    for (i, (m, why)) in cases.iter().enumerate() {
+        let e = import_err(&write(dir.path(), &format!("case{i}.onnx"), m));
+        for part in ["the_node", why] {
+            assert!(e.contains(part), "case {i}: `{part}` missing from: {e}");
         }
     }
 }

@@ -60,8 +60,8 @@ pub use dispatch::{
     Dispatcher, BACKENDS,
 };
 pub use op::{
-    broadcast_shape, rope_cache, rope_inv_freq, CmpOp, IntOp, Mask, Op, ReduceKind, RopeStyle,
-    SampleParams,
+    broadcast_shape, rope_cache, rope_inv_freq, CmpOp, IntOp, LstmSpec, Mask, Op, ReduceKind,
+    RnnDirection, RopeStyle, SampleParams,
 };
 pub use tensor::{DeviceBuffer, SharedBytes, Storage, Tensor, TensorInfo};
 

@@ -80,6 +80,62 @@ pub enum CmpOp {
     GreaterOrEqual,
 }
 
+/// Which way a recurrent op ([`Op::Lstm`]) runs over the sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RnnDirection {
+    /// First step to last (one direction).
+    Forward,
+    /// Last step to first (one direction).
+    Reverse,
+    /// Both: direction 0 forward, direction 1 reverse.
+    Bidirectional,
+}
+
+impl RnnDirection {
+    /// Number of directions (`D` of [`Op::Lstm`]): 2 when bidirectional, else 1.
+    pub fn count(self) -> usize {
+        match self {
+            RnnDirection::Bidirectional => 2,
+            _ => 1,
+        }
+    }
+
+    /// The ONNX attribute value (`forward`, `reverse`, `bidirectional`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RnnDirection::Forward => "forward",
+            RnnDirection::Reverse => "reverse",
+            RnnDirection::Bidirectional => "bidirectional",
+        }
+    }
+
+    /// The direction named `s` (see [`RnnDirection::name`]).
+    pub fn parse(s: &str) -> Option<RnnDirection> {
+        [
+            RnnDirection::Forward,
+            RnnDirection::Reverse,
+            RnnDirection::Bidirectional,
+        ]
+        .into_iter()
+        .find(|d| d.name() == s)
+    }
+}
+
+/// The attributes of [`Op::Lstm`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct LstmSpec {
+    /// Hidden size `H`.
+    pub hidden: usize,
+    /// Direction(s) run (`D` = [`RnnDirection::count`]).
+    pub direction: RnnDirection,
+    /// Bound on the gate inputs, if any.
+    pub clip: Option<f32>,
+    /// Couple the forget gate to the input gate (`f = 1 - i`).
+    pub input_forget: bool,
+    /// Steps run per batch entry (each in `1..=S`), if not all `S`.
+    pub seq_lens: Option<Vec<usize>>,
+}
+
 /// Reduction of [`Op::Reduce`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ReduceKind {
@@ -486,6 +542,16 @@ pub enum Op {
         /// Generator seed.
         seed: u64,
     },
+    /// `[x [S, B, I], w [D, 4H, I], r [D, 4H, H], b [D, 8H], h0 [D, B, H], c0 [D, B, H],
+    /// p [D, 3H]?] -> [y [S, D, B, H], h [D, B, H], c [D, B, H]]`: ONNX `LSTM` (layout 0,
+    /// activations sigmoid / tanh / tanh). Gate rows of `w`, `r` and each half of `b` in
+    /// the order i, o, f, c; per direction and step t (backwards for the reverse one),
+    /// with `s(g) = x_t W_g^T + h R_g^T + Wb_g + Rb_g` clipped to `[-clip, clip]`:
+    /// `i = sigmoid(s(i) + p_i c)`, `f = sigmoid(s(f) + p_f c)` (`1 - i` when
+    /// `input_forget`), `g = tanh(s(c))`, `c' = f c + i g`, `o = sigmoid(s(o) + p_o c')`,
+    /// `h' = o tanh(c')`; `y[t, d] = h'`. With `seq_lens`, batch entry b runs its first
+    /// `seq_lens[b]` steps only (`y` is 0 after them; `h`, `c` are the state after them).
+    Lstm(LstmSpec),
     /// `[q [S, H, d], k [S, Hkv, d], v [S, Hkv, dv], cos, sin, k_cache, v_cache]
     /// -> [rope(q), k_cache, v_cache]`: `Rope` (with the cos/sin cache) of q
     /// and of k, then `KvAppend` of the rotated k and of v at `pos`.
@@ -620,6 +686,7 @@ impl Op {
             Op::Softplus => "Softplus",
             Op::Ceil => "Ceil",
             Op::RandomNormalLike { .. } => "RandomNormalLike",
+            Op::Lstm(_) => "Lstm",
         }
     }
 
@@ -1281,6 +1348,37 @@ impl Op {
                     });
                 }
                 Ok(vec![f32_out(out)])
+            }
+            Op::Lstm(spec) => {
+                arity(6, 7)?;
+                let x = act(0)?;
+                let (h, d) = (spec.hidden, spec.direction.count());
+                let [s, b, i] = *x else {
+                    return Err(mismatch(self, &[0, 0, 0], x));
+                };
+                let want: [&[usize]; 6] = [
+                    &[d, 4 * h, i],
+                    &[d, 4 * h, h],
+                    &[d, 8 * h],
+                    &[d, b, h],
+                    &[d, b, h],
+                    &[d, 3 * h],
+                ];
+                for (k, w) in want.iter().enumerate().take(inputs.len() - 1) {
+                    if act(k + 1)? != *w {
+                        return Err(mismatch(self, w, &inputs[k + 1].shape));
+                    }
+                }
+                if let Some(l) = &spec.seq_lens {
+                    if l.len() != b || l.iter().any(|&n| n == 0 || n > s) {
+                        return Err(mismatch(self, &[b, s], l));
+                    }
+                }
+                Ok(vec![
+                    f32_out(vec![s, d, b, h]),
+                    f32_out(vec![d, b, h]),
+                    f32_out(vec![d, b, h]),
+                ])
             }
             // The index ops, whose rules live in `index_shapes`.
             op => super::index_shapes::infer(op, inputs),

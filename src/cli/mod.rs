@@ -18,6 +18,7 @@ mod shard;
 mod source;
 mod speak;
 mod transcribe;
+mod vad;
 mod validate;
 
 use clap::{Parser, Subcommand};

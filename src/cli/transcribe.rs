@@ -1,7 +1,9 @@
 //! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
 //! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
 //! [--best-of N] [--patience P] [--length-penalty A] [--temperature T[,T...]]
-//! [--initial-prompt TEXT] [--no-condition-on-previous-text]`: one model
+//! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--vad --vad-model PATH
+//! [--vad-threshold P] [--vad-min-speech-duration-ms MS] [--vad-min-silence-duration-ms MS]
+//! [--vad-speech-pad-ms MS]]`: one model
 //! load for the whole batch; a bad file is reported and the batch goes on; exit 1
 //! if any file failed, after a summary line.
 
@@ -80,6 +82,8 @@ pub struct TranscribeArgs {
     /// Do not prompt each window with the previous windows' text.
     #[arg(long)]
     no_condition_on_previous_text: bool,
+    #[command(flatten)]
+    vad: super::vad::VadArgs,
 }
 
 fn parse_temperature(s: &str) -> Result<f32, String> {
@@ -160,6 +164,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         opts.threads = t.max(1);
     }
     let model = SpeechModel::load(file, &opts)?;
+    let vad = a.vad.load(&opts)?;
     let load_s = started.elapsed().as_secs_f64();
     let topts = TranscribeOptions {
         language: (a.language != "auto").then(|| a.language.clone()),
@@ -206,29 +211,31 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
             }
         }
         let t0 = Instant::now();
-        let result = model
-            .transcribe_file(file, &topts)
-            .map_err(|e| e.to_string())
-            .and_then(|t| {
-                let name = file.display().to_string();
-                match &a.output_dir {
-                    Some(dir) => {
-                        for &f in &a.format {
-                            let path = output_path(dir, file, f);
-                            write_atomic(&path, &render(&t, f, &name))?;
-                        }
-                    }
-                    None => {
-                        let mut out = stdout.lock();
-                        for &f in &a.format {
-                            out.write_all(render(&t, f, &name).as_bytes())
-                                .map_err(|e| format!("stdout: {e}"))?;
-                        }
-                        out.flush().map_err(|e| format!("stdout: {e}"))?;
+        let result = match &vad {
+            Some((v, vopts)) => v.transcribe_file(&model, file, &topts, vopts),
+            None => model.transcribe_file(file, &topts),
+        }
+        .map_err(|e| e.to_string())
+        .and_then(|t| {
+            let name = file.display().to_string();
+            match &a.output_dir {
+                Some(dir) => {
+                    for &f in &a.format {
+                        let path = output_path(dir, file, f);
+                        write_atomic(&path, &render(&t, f, &name))?;
                     }
                 }
-                Ok(t)
-            });
+                None => {
+                    let mut out = stdout.lock();
+                    for &f in &a.format {
+                        out.write_all(render(&t, f, &name).as_bytes())
+                            .map_err(|e| format!("stdout: {e}"))?;
+                    }
+                    out.flush().map_err(|e| format!("stdout: {e}"))?;
+                }
+            }
+            Ok(t)
+        });
         match result {
             Ok(t) => {
                 done += 1;

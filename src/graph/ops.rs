@@ -10,7 +10,7 @@
 //! `PadTo`, `Unsqueeze`, `Squeeze`) read their integer inputs (or the input's
 //! shape) per call and are bound in [`super::bind`].
 
-use crate::backend::{CmpOp, IntOp, Mask, Op, ReduceKind, RopeStyle};
+use crate::backend::{CmpOp, IntOp, LstmSpec, Mask, Op, ReduceKind, RnnDirection, RopeStyle};
 use crate::dtype::DType;
 
 /// Every op the graph runtime knows, with its stable u16 tag (used in trace
@@ -98,6 +98,7 @@ pub const OP_TAGS: &[(&str, u16)] = &[
     ("PadTo", 80),
     ("Unsqueeze", 81),
     ("Squeeze", 82),
+    ("Lstm", 83),
 ];
 
 /// The stable tag of op `name`, if the runtime knows it.
@@ -604,6 +605,23 @@ impl GraphOp {
                     Some(_) => pair(&mut a, "out_pad", 0)?,
                 },
             }),
+            "Lstm" => fixed(Op::Lstm(LstmSpec {
+                hidden: a.usize("hidden")?,
+                direction: match a.str_opt("direction")? {
+                    None => RnnDirection::Forward,
+                    Some(d) => RnnDirection::parse(d).ok_or_else(|| {
+                        format!(
+                            "attribute `direction`: `{d}` is not forward, reverse or bidirectional"
+                        )
+                    })?,
+                },
+                clip: a.f64_opt("clip")?.map(|c| c as f32),
+                input_forget: a.bool_opt("input_forget")?.unwrap_or(false),
+                seq_lens: match a.table.get("seq_lens") {
+                    None => None,
+                    Some(_) => Some(a.usizes("seq_lens")?),
+                },
+            })),
             "Softplus" => fixed(Op::Softplus),
             "Ceil" => fixed(Op::Ceil),
             "RandomNormalLike" => fixed(Op::RandomNormalLike {
@@ -849,6 +867,20 @@ impl GraphOp {
                     put("dilation", list(dilation));
                     put("groups", i(*groups));
                     put("out_pad", list(out_pad));
+                }
+                Op::Lstm(spec) => {
+                    put("hidden", i(spec.hidden));
+                    put(
+                        "direction",
+                        toml::Value::String(spec.direction.name().into()),
+                    );
+                    if let Some(c) = spec.clip {
+                        put("clip", f(c));
+                    }
+                    put("input_forget", toml::Value::Boolean(spec.input_forget));
+                    if let Some(l) = &spec.seq_lens {
+                        put("seq_lens", list(l));
+                    }
                 }
                 Op::RandomNormalLike { mean, scale, seed } => {
                     put("mean", f(*mean));

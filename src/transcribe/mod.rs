@@ -11,9 +11,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`format`] writes transcripts as txt, srt, vtt or json.
+//! [`format`] writes transcripts as txt, srt, vtt or json; [`vad`] transcribes
+//! only the speech regions Silero VAD finds (faster-whisper's `vad_filter`).
 
 pub mod format;
+pub mod vad;
 
 pub use crate::curated::whisper::{Segment, Timings, TranscribeOptions, Transcript, Whisper};
 
@@ -54,6 +56,18 @@ pub enum SpeechError {
     /// The audio could not be read.
     #[error(transparent)]
     Audio(#[from] crate::audio::AudioError),
+    /// The model given as the VAD is not a Silero VAD v6 graph.
+    #[error(
+        "{model}: not a voice activity detection model ({reason}); use Silero VAD v6, \
+         faster-whisper's silero_vad_v6.onnx (scripts/fetch-models.sh silero puts it in \
+         .cache/models/silero/), as --vad-model"
+    )]
+    NotAVad {
+        /// The model file (or name).
+        model: String,
+        /// What it is instead.
+        reason: String,
+    },
 }
 
 /// A loaded speech-recognition model.

@@ -212,4 +212,25 @@ for op in ("Softplus", "Ceil"):
     case(f"unary_{op.lower()}", [node(op, ["x"], ["y"])], [("x", rand(3, 17) * 3, ["N", 17])], ["y"])
 case("pad_negative_crops", [node("Pad", ["x", "p"], ["y"])],
      [("x", rand(3, 5, 4), ["N", 5, 4])], ["y"], [("p", ints(0, -1, 1, 0, 2, -2))])
+for mode in ("reflect", "edge", "wrap"):
+    case(f"pad_{mode}", [node("Pad", ["x", "p"], ["y"], mode=mode)],
+         [("x", rand(3, 5, 4), ["N", 5, 4])], ["y"], [("p", ints(0, 4, 1, 0, 2, 3))])
+# LSTM (gates iofc, default activations): defaults on a symbolic sequence; both directions with
+# biases and initial state; reverse with clip, peepholes and sequence lengths; input_forget;
+# only Y_h asked for (onnxruntime has no batch-first layout 1, so the importer refuses it).
+H = 5
+case("lstm_forward_defaults", [node("LSTM", ["x", "w", "r"], ["y", "yh", "yc"], hidden_size=H)],
+     [("x", rand(6, 3, 4), ["S", 3, 4])], ["y", "yh", "yc"], [("w", rand(1, 4 * H, 4)), ("r", rand(1, 4 * H, H))])
+case("lstm_bidirectional_state", [node("LSTM", ["x", "w", "r", "b", "", "h", "c"], ["y", "yh", "yc"], hidden_size=H, direction="bidirectional")],
+     [("x", rand(4, 2, 3), ["S", 2, 3]), ("h", rand(2, 2, H), [2, 2, H]), ("c", rand(2, 2, H), [2, 2, H])], ["y", "yh", "yc"],
+     [("w", rand(2, 4 * H, 3)), ("r", rand(2, 4 * H, H)), ("b", rand(2, 8 * H))])
+case("lstm_reverse_clip_peephole_lengths",
+     [node("LSTM", ["x", "w", "r", "b", "lens", "", "", "p"], ["y", "yh", "yc"], hidden_size=H, direction="reverse", clip=0.7)],
+     [("x", rand(5, 3, 4) * 2, [5, 3, 4])], ["y", "yh", "yc"],
+     [("w", rand(1, 4 * H, 4)), ("r", rand(1, 4 * H, H)), ("b", rand(1, 8 * H)), ("lens", np.array([3, 5, 1], np.int32)), ("p", rand(1, 3 * H))])
+case("lstm_input_forget", [node("LSTM", ["x", "w", "r", "b"], ["y", "yh", "yc"], hidden_size=H, input_forget=1)],
+     [("x", rand(4, 1, 3), ["S", 1, 3])], ["y", "yh", "yc"], [("w", rand(1, 4 * H, 3)), ("r", rand(1, 4 * H, H)), ("b", rand(1, 8 * H))])
+case("lstm_yh_only", [node("LSTM", ["x", "w", "r", "", "", "h", "c"], ["", "yh"], hidden_size=H)],
+     [("x", rand(7, 2, 3), ["S", 2, 3]), ("h", rand(1, 2, H), [1, 2, H]), ("c", rand(1, 2, H), [1, 2, H])], ["yh"],
+     [("w", rand(1, 4 * H, 3)), ("r", rand(1, 4 * H, H))])
 print("onnxruntime", ort.__version__, "onnx", onnx.__version__, "cases", len(os.listdir(OUT)))

@@ -9,12 +9,16 @@ mod scratch;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+/// `$CYB_MODELS_DIR`, default `.cache/models` (where fetch-models.sh writes).
+pub fn models_dir() -> PathBuf {
+    std::env::var_os("CYB_MODELS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"))
+}
+
 /// The folder fetch-models.sh's `whisper` target fills.
 pub fn whisper_dir() -> PathBuf {
-    let base = std::env::var_os("CYB_MODELS_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models"));
-    let d = base.join("whisper");
+    let d = models_dir().join("whisper");
     assert!(
         d.join("tiny.en-ct2/model.bin").is_file() && d.join("jfk.wav").is_file(),
         "{} is missing: run scripts/fetch-models.sh whisper (or set CYB_MODELS_DIR) before the tests",

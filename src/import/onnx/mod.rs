@@ -9,12 +9,14 @@
 //! - `sym`: import-time dimensions (known, or a multiple of a symbolic one);
 //! - `runtime`: integer values known only per call, read back at run time;
 //! - `shape_ops`: ops whose output shape may be known only per call.
+//! - `rnn`: `LSTM` (one recurrent op; absent biases and states as zeros).
 //!
 //! Opsets 13 to 21 of the default domain are read; any other domain, opset
 //! or op is [`ImportError::UnsupportedOp`] naming the node.
 
 mod diffusion;
 pub mod proto;
+mod rnn;
 mod runtime;
 mod shape_ops;
 mod sym;
@@ -58,11 +60,17 @@ fn attrs(node: &proto::NodeProto, dir: &Path) -> Result<HashMap<String, Attr>, S
                 )?),
                 6 => Attr::Floats(a.floats.clone()),
                 7 => Attr::Ints(a.ints.clone()),
+                8 => Attr::Strings(
+                    a.strings
+                        .iter()
+                        .map(|s| String::from_utf8_lossy(s).into_owned())
+                        .collect(),
+                ),
                 t => {
                     return Err(format!(
-                    "attribute `{}` has type {t} (graphs, strings and tensor lists are not read)",
-                    a.name
-                ))
+                        "attribute `{}` has type {t} (graphs and tensor lists are not read)",
+                        a.name
+                    ))
                 }
             };
             Ok((a.name.clone(), v))

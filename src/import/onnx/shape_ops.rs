@@ -336,11 +336,9 @@ impl Translator {
         self.emit_shape_op(GraphOp::RangeOf, inputs, out, vec![len], dtype)
     }
 
-    /// ONNX `Pad` (constant mode): static when the pads are known at import.
+    /// ONNX `Pad`: constant mode static when the pads are known at import, else
+    /// per call; reflect, edge and wrap modes as gathers of import-time indices.
     pub(super) fn pad(&mut self, n: &OnnxNode, out: &str) -> Result<(), Why> {
-        if n.string("mode", "constant")? != "constant" {
-            return Err("Pad modes other than constant are not supported yet".into());
-        }
         if n.input(3).is_some() {
             return Err("Pad with axes is not supported yet".into());
         }
@@ -348,6 +346,10 @@ impl Translator {
         let pads = n.input(1).ok_or("Pad needs pads")?;
         let shape = self.shape_of(x)?;
         let r = shape.len();
+        let mode = n.string("mode", "constant")?;
+        if mode != "constant" {
+            return self.pad_gather(&mode, x, pads, &shape, out);
+        }
         let value = match n.input(2) {
             None => Some(0.0),
             Some(v) => match self.val(v)? {
@@ -381,6 +383,77 @@ impl Translator {
             dims: dims_attr(&dims),
         };
         self.emit_shape_op(gop, inputs, out, dims, dtype)
+    }
+
+    /// ONNX `Pad` in `mode` reflect, edge or wrap with pads known at import: per padded
+    /// dim (of a length known at import) one `Gather` of the source positions,
+    /// `y[j] = x[src(j - before)]`.
+    fn pad_gather(
+        &mut self,
+        mode: &str,
+        x: &str,
+        pads: &str,
+        shape: &[Sym],
+        out: &str,
+    ) -> Result<(), Why> {
+        let r = shape.len();
+        let p = self
+            .known_ints(pads)
+            .map_err(|e| format!("Pad mode {mode} needs pads known at import ({e})"))?;
+        if p.len() != 2 * r || p.iter().any(|&v| v < 0) {
+            return Err(format!(
+                "Pad mode {mode} needs 2 x {r} pads >= 0, got {p:?}"
+            ));
+        }
+        let padded: Vec<usize> = (0..r).filter(|&d| p[d] != 0 || p[r + d] != 0).collect();
+        let mut cur = x.to_string();
+        for (k, &d) in padded.iter().enumerate() {
+            let len = shape[d]
+                .dim()
+                .ok_or_else(|| format!("Pad mode {mode} along a symbolic dim"))?
+                as i64;
+            let (before, after) = (p[d], p[r + d]);
+            let src = |i: i64| -> Option<i64> {
+                match mode {
+                    "reflect" if before < len && after < len => Some(if i < 0 {
+                        -i
+                    } else if i >= len {
+                        2 * (len - 1) - i
+                    } else {
+                        i
+                    }),
+                    "edge" if len > 0 => Some(i.clamp(0, len - 1)),
+                    "wrap" if len > 0 => Some(i.rem_euclid(len)),
+                    _ => None,
+                }
+            };
+            let idx = (-before..len + after)
+                .map(|i| src(i).map(Sym::known))
+                .collect::<Option<Vec<Sym>>>()
+                .ok_or_else(|| {
+                    format!("Pad mode {mode} of {before}/{after} values over a dim of {len} (reflect needs pads < the dim; modes: constant, reflect, edge, wrap)")
+                })?;
+            let idx_name = self.fresh_name(out);
+            self.set(
+                &idx_name,
+                Val::Ints {
+                    shape: vec![idx.len()],
+                    data: idx,
+                },
+            );
+            let next = if k + 1 == padded.len() {
+                out.to_string()
+            } else {
+                self.fresh_name(out)
+            };
+            self.apply(Op::Gather { axis: d }, &[&cur, &idx_name], &[&next])?;
+            cur = next;
+        }
+        if padded.is_empty() {
+            let v = self.val(x)?.clone();
+            self.set(out, v);
+        }
+        Ok(())
     }
 
     /// ONNX `ConvTranspose` over 1 or 2 spatial dims (a 1-D one runs as 2-D over a

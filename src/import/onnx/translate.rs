@@ -81,6 +81,7 @@ pub enum Attr {
     Tensor(Val),
     Floats(Vec<f32>),
     Ints(Vec<i64>),
+    Strings(Vec<String>),
 }
 
 /// One ONNX node, decoded: op type, inputs (`""` = absent), outputs, attributes.
@@ -122,6 +123,16 @@ impl OnnxNode<'_> {
             Some(Attr::Ints(v)) => Ok(Some(v.clone())),
             Some(a) => Err(format!(
                 "attribute `{key}` must be a list of ints, got {a:?}"
+            )),
+        }
+    }
+
+    pub(super) fn strings(&self, key: &str) -> Result<Option<Vec<String>>, Why> {
+        match self.attrs.get(key) {
+            None => Ok(None),
+            Some(Attr::Strings(v)) => Ok(Some(v.clone())),
+            Some(a) => Err(format!(
+                "attribute `{key}` must be a list of strings, got {a:?}"
             )),
         }
     }
@@ -1269,6 +1280,7 @@ impl Translator {
             }
             "Pad" => self.pad(n, out0)?,
             "ConvTranspose" => self.conv_transpose(n, out0)?,
+            "LSTM" => self.lstm(n)?,
             "RandomNormalLike" => {
                 let op = Op::RandomNormalLike {
                     mean: n.float("mean", 0.0)?,

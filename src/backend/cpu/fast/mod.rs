@@ -362,6 +362,12 @@ pub fn execute(
             let caches = execute(pool, &Op::KvAppend { pos: *pos }, &append, ctx)?;
             Ok(std::iter::once(q).chain(caches).collect())
         }
+        Op::Lstm(spec) => {
+            let gemm = |x: &[f32], k: usize, w: &[f32], n: usize, y: &mut [f32]| {
+                linear::matmul_into(pool, x, k, &linear::Weight::F32(w), n, y)
+            };
+            reference::rnn::execute(spec, inputs, &outs, Some(&gemm))
+        }
         _ => reference::execute(op, inputs),
     }
 }

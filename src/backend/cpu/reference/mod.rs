@@ -12,6 +12,7 @@ mod index;
 mod layout;
 mod math;
 mod norm;
+pub(crate) mod rnn;
 
 use crate::backend::op::Mask;
 use crate::backend::{Backend, BackendConfig, ExecContext, Op, Tensor, TensorInfo};
@@ -177,6 +178,7 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
         Op::ResizeNearest { scales } => {
             one(image::resize_nearest(&read(0)?, &infos[0].shape, scales))
         }
+        Op::Lstm(spec) => rnn::execute(spec, inputs, &outs, None),
         Op::SwiGlu | Op::GeGlu => {
             let act = if *op == Op::SwiGlu { silu } else { gelu };
             let (g, u) = (read(0)?, read(1)?);
