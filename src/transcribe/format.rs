@@ -125,6 +125,7 @@ mod tests {
             no_speech_prob: 0.0,
             temperature: 0.0,
             compression_ratio: 1.0,
+            words: vec![],
         }
     }
 
