@@ -19,10 +19,11 @@ tokens, words with start, end and probability).
 
 With the environment variable OPENAI_WHISPER_UTILS set to openai-whisper's
 whisper/utils.py (it needs only the standard library; e.g. from
-`pip download openai-whisper --no-deps`), the jfk greedy case also gets the SRT and
-VTT that openai-whisper's writers make from faster-whisper's words (line width 20,
-2 lines; and one cue per word with max_words_per_line 1), written as
-faster_whisper_words_jfk.{srt,vtt} and faster_whisper_words_jfk_w20_l2.{srt,vtt}.
+`pip download openai-whisper --no-deps`), the greedy jfk and long_2min cases also get
+the SRT and VTT that openai-whisper's subtitle writers make from faster-whisper's
+words: with the default options (faster_whisper_words_<case>.{srt,vtt}), with
+max_line_width 20 and max_line_count 2 (<case>_w20_l2), max_line_width 20 alone
+(<case>_w20) and max_words_per_line 1 (<case>_words: one cue per word).
 
 Run: /path/to/venv/bin/python scripts/make_whisper_word_fixtures.py [case ...]
 (needs numpy, faster-whisper and ctranslate2; naming cases runs only those).
@@ -47,6 +48,7 @@ CASES = {
 SUBTITLES = {
     "": dict(max_line_width=None, max_line_count=None, highlight_words=False),
     "_w20_l2": dict(max_line_width=20, max_line_count=2, highlight_words=False),
+    "_w20": dict(max_line_width=20, max_line_count=None, highlight_words=False),
     "_words": dict(max_line_width=None, max_line_count=None, highlight_words=False, max_words_per_line=1),
 }
 
@@ -89,7 +91,7 @@ def main():
                "segments": segs, "text": "".join(s["text"] for s in segs)}
         with open(os.path.join(OUT, f"faster_whisper_words_{case}.json"), "w") as f:
             json.dump(ref, f, indent=1)
-        if case == "jfk":
+        if case in ("jfk", "long_2min"):
             write_subtitles(ref, case)
         print(case, len(segs), "segments", sum(len(s["words"]) for s in segs), "words", file=sys.stderr)
 

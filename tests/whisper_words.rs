@@ -6,9 +6,11 @@
 
 mod whisper_util;
 
+use cyb_llm::transcribe::format::{render_with, Format, Layout};
 use cyb_llm::transcribe::{SpeechModel, TranscribeOptions, Transcript};
+use std::collections::HashMap;
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 use whisper_util::*;
 
 fn model() -> &'static SpeechModel {
@@ -39,6 +41,19 @@ fn options_of(r: &serde_json::Value) -> TranscribeOptions {
     }
 }
 
+/// Our transcript of the fixture case (with its options), once per test binary.
+fn transcript(case: &str) -> Transcript {
+    static T: OnceLock<Mutex<HashMap<String, Transcript>>> = OnceLock::new();
+    let mut done = T.get_or_init(Default::default).lock().unwrap();
+    (done.entry(case.to_string()).or_insert_with(|| {
+        let r = reference(&format!("words_{case}"));
+        model()
+            .transcribe(&clip(r["clip"].as_str().unwrap()), &options_of(&r))
+            .expect("transcribe")
+    }))
+    .clone()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -54,9 +69,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// |probability diff|) over the words, printed.
 fn compare(case: &str) -> (f64, f64, f64, f64) {
     let r = reference(&format!("words_{case}"));
-    let t: Transcript = model()
-        .transcribe(&clip(r["clip"].as_str().unwrap()), &options_of(&r))
-        .expect("transcribe");
+    let t = transcript(case);
     let segs = r["segments"].as_array().unwrap();
     assert_eq!(t.segments.len(), segs.len(), "{case}: segment count");
     let (mut ds, mut de, mut dp) = (Vec::new(), Vec::new(), Vec::new());
@@ -186,6 +199,37 @@ fn cli_json_has_the_words() {
 }
 
 #[test]
+fn cli_srt_lines_are_laid_out_from_the_words() {
+    let out = run_cli(&[
+        "--word-timestamps",
+        "--max-line-width",
+        "20",
+        "--max-line-count",
+        "2",
+        "--format",
+        "srt",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(fixture("faster_whisper_words_jfk_w20_l2.srt")).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), want);
+    let out = run_cli(&["--word-timestamps", "--word-cues", "--format", "vtt"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let want = std::fs::read_to_string(fixture("faster_whisper_words_jfk_words.vtt")).unwrap();
+    assert_eq!(
+        with_hours(&String::from_utf8_lossy(&out.stdout)),
+        with_hours(&want)
+    );
+}
+
+#[test]
 fn subtitle_layout_flags_need_word_timestamps() {
     for flags in [
         &["--max-line-width", "20"][..],
@@ -196,5 +240,57 @@ fn subtitle_layout_flags_need_word_timestamps() {
         assert!(!out.status.success(), "{flags:?} was accepted");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains("--word-timestamps"), "{flags:?}: {err}");
+    }
+}
+
+/// openai-whisper's VTT leaves out the hours under an hour; ours always writes them.
+fn with_hours(vtt: &str) -> String {
+    (vtt.lines())
+        .map(|l| match l.split_once(" --> ") {
+            Some((a, b)) => {
+                let h = |t: &str| {
+                    if t.matches(':').count() == 1 {
+                        format!("00:{t}")
+                    } else {
+                        t.to_string()
+                    }
+                };
+                format!("{} --> {}", h(a), h(b))
+            }
+            None => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The layouts of the subtitle fixtures (file suffix, ours).
+fn layouts() -> [(&'static str, Layout); 4] {
+    let l = |w, c, n| Layout {
+        max_line_width: w,
+        max_line_count: c,
+        max_words_per_line: n,
+    };
+    [
+        ("", l(None, None, None)),
+        ("_w20_l2", l(Some(20), Some(2), None)),
+        ("_w20", l(Some(20), None, None)),
+        ("_words", l(None, None, Some(1))),
+    ]
+}
+
+/// srt and vtt from our words equal what openai-whisper's subtitle writers make of
+/// faster-whisper's words (the fixtures' .srt / .vtt), for each layout.
+#[test]
+fn subtitles_match_openai_whisper_writers() {
+    for case in ["jfk", "long_2min"] {
+        let t = transcript(case);
+        for (suffix, layout) in layouts() {
+            for (ext, f) in [("srt", Format::Srt), ("vtt", Format::Vtt)] {
+                let name = format!("faster_whisper_words_{case}{suffix}.{ext}");
+                let want = std::fs::read_to_string(fixture(&name)).unwrap();
+                let got = render_with(&t, f, "x.wav", &layout);
+                assert_eq!(with_hours(&got), with_hours(&want), "{name}");
+            }
+        }
     }
 }
