@@ -294,3 +294,29 @@ fn subtitles_match_openai_whisper_writers() {
         }
     }
 }
+
+/// A file imported before the alignment heads were stored: word timestamps are a
+/// structured error that says to import again; plain transcription still works.
+#[test]
+fn a_model_without_alignment_heads_says_to_import_again() {
+    let mut m = cyb_llm::loader::load(tiny_en_model()).unwrap();
+    assert!(m.config.architecture.extra.contains_key("alignment_heads"));
+    m.config.architecture.extra.remove("alignment_heads");
+    let old = SpeechModel::from_model(std::sync::Arc::new(m), &cpu()).unwrap();
+    let opts = TranscribeOptions {
+        temperatures: vec![0.0],
+        word_timestamps: true,
+        ..TranscribeOptions::default()
+    };
+    let jfk = clip("jfk");
+    let err = old.transcribe(&jfk, &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("alignment_heads") && err.contains("import"),
+        "{err}"
+    );
+    let plain = TranscribeOptions {
+        word_timestamps: false,
+        ..opts
+    };
+    assert!(!old.transcribe(&jfk, &plain).unwrap().segments.is_empty());
+}

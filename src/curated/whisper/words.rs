@@ -602,9 +602,15 @@ mod tests {
 
     #[test]
     fn dtw_follows_the_largest_values() {
-        // Row 0 is strongest at columns 0-1, row 1 at columns 2-3.
+        // Row 0 is strongest at columns 0-1, row 1 at columns 2-3. Worked by hand: the
+        // cost at (row 1, column 1) ties the step from (0, 1) with the diagonal from
+        // (0, 0) and the tie goes up, so row 1 starts at column 1.
         let x = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 1.0];
-        assert_eq!(negative_dtw(&x, 2, 4), vec![(0, 0), (0, 1), (1, 2), (1, 3)]);
+        let path = vec![(0, 0), (0, 1), (1, 1), (1, 2), (1, 3)];
+        assert_eq!(negative_dtw(&x, 2, 4), path);
+        // A clear diagonal (off-diagonal cells cost more than a diagonal step).
+        let x = [1.0, -1.0, -1.0, -1.0, 1.0, -1.0, -1.0, -1.0, 1.0];
+        assert_eq!(negative_dtw(&x, 3, 3), vec![(0, 0), (1, 1), (2, 2)]);
     }
 
     #[test]
@@ -669,7 +675,9 @@ mod tests {
 
     #[test]
     fn segment_times_follow_their_words() {
-        let alignment = vec![timing(" a", 0.0, 0.3), timing(" b", 0.3, 0.6)];
+        let mut alignment = vec![timing(" a", 0.0, 0.3), timing(" b", 0.3, 0.6)];
+        alignment[0].tokens = vec![1];
+        alignment[1].tokens = vec![2];
         let mut subs = vec![Subsegment {
             start: 10.0,
             end: 11.0,
