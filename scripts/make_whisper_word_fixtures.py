@@ -25,6 +25,11 @@ words: with the default options (faster_whisper_words_<case>.{srt,vtt}), with
 max_line_width 20 and max_line_count 2 (<case>_w20_l2), max_line_width 20 alone
 (<case>_w20) and max_words_per_line 1 (<case>_words: one cue per word).
 
+The multilingual cases run the seeded-random multilingual fixture model
+(tests/fixtures/whisper/tiny_multilingual_ct2; language detected; one case
+translating); they need OPENAI_WHISPER_ASSETS (openai-whisper's whisper/assets, as
+scripts/make_whisper_fixtures.py) for its tokenizer.
+
 Run: /path/to/venv/bin/python scripts/make_whisper_word_fixtures.py [case ...]
 (needs numpy, faster-whisper and ctranslate2; naming cases runs only those).
 """
@@ -34,8 +39,13 @@ import json
 import os
 import sys
 
-# The clips and paths of the beam-search fixtures (the same audio, built the same way).
+import shutil
+import tempfile
+
+# The clips and paths of the beam-search fixtures (the same audio, built the same way),
+# and the multilingual tokenizer of the language fixture.
 from make_whisper_beam_fixtures import OUT, SRC, clips
+from make_whisper_fixtures import multilingual_tokenizer
 
 GREEDY = dict(beam_size=1, best_of=1, temperature=[0.0])
 CASES = {
@@ -43,7 +53,12 @@ CASES = {
     "long_2min": ("long_2min", dict(GREEDY)),
     "jfk_beam5": ("jfk", dict(GREEDY, beam_size=5)),
     "long_2min_beam5": ("long_2min", dict(GREEDY, beam_size=5)),
+    # The seeded-random multilingual fixture model (tests/fixtures/whisper/tiny_multilingual_ct2):
+    # language detection, the <|lang|><|task|> sot sequence, and translation.
+    "multilingual_jfk": ("jfk", dict(GREEDY)),
+    "multilingual_jfk_translate": ("jfk", dict(GREEDY, task="translate")),
 }
+MULTILINGUAL = os.path.join(OUT, "tiny_multilingual_ct2")
 # openai-whisper writer options of the subtitle fixtures (suffix -> options).
 SUBTITLES = {
     "": dict(max_line_width=None, max_line_count=None, highlight_words=False),
@@ -74,9 +89,22 @@ def main():
     from faster_whisper import WhisperModel
 
     audio = clips()
-    model = WhisperModel(os.path.join(SRC, "tiny.en-ct2"), device="cpu", compute_type="float32", cpu_threads=2)
+    models = {}
+    tmp = tempfile.TemporaryDirectory()
     for case in sys.argv[1:] or list(CASES):
         clip, opts = CASES[case]
+        path = MULTILINGUAL if case.startswith("multilingual") else os.path.join(SRC, "tiny.en-ct2")
+        if path not in models:
+            folder = path
+            if path == MULTILINGUAL:
+                # The fixture folder has no tokenizer.json: faster-whisper gets the one
+                # scripts/make_whisper_fixtures.py builds (openai-whisper's assets).
+                folder = os.path.join(tmp.name, "multilingual")
+                shutil.copytree(path, folder)
+                tok, _ = multilingual_tokenizer(os.environ["OPENAI_WHISPER_ASSETS"])
+                tok.save(os.path.join(folder, "tokenizer.json"))
+            models[path] = WhisperModel(folder, device="cpu", compute_type="float32", cpu_threads=2)
+        model = models[path]
         kwargs = dict(opts, vad_filter=False, without_timestamps=False, word_timestamps=True)
         segments, info = model.transcribe(audio[clip], **kwargs)
         segs = [{"start": s.start, "end": s.end, "text": s.text,
@@ -85,7 +113,7 @@ def main():
                             "probability": float(w.probability)} for w in s.words]}
                 for s in segments]
         ref = {"source": f"faster-whisper {faster_whisper.__version__}, ctranslate2 {ctranslate2.__version__}, "
-                         "tiny.en-ct2, cpu, compute_type float32, cpu_threads 2, vad_filter False, "
+                         f"{os.path.basename(path)}, cpu, compute_type float32, cpu_threads 2, vad_filter False, "
                          "word_timestamps True",
                "clip": clip, "options": opts, "language": info.language, "duration": info.duration,
                "segments": segs, "text": "".join(s["text"] for s in segs)}

@@ -26,10 +26,16 @@ fn clip(name: &str) -> Vec<f32> {
     }
 }
 
+fn multilingual() -> &'static SpeechModel {
+    static M: OnceLock<SpeechModel> = OnceLock::new();
+    M.get_or_init(|| SpeechModel::load(tiny_multilingual_model(), &cpu()).expect("load"))
+}
+
 /// The fixture's faster-whisper options as ours (the reference rules only: no RMS gate).
 fn options_of(r: &serde_json::Value) -> TranscribeOptions {
     let o = &r["options"];
     TranscribeOptions {
+        translate: o["task"] == "translate",
         beam_size: o["beam_size"].as_u64().unwrap() as usize,
         best_of: o["best_of"].as_u64().unwrap() as usize,
         temperatures: (o["temperature"].as_array().unwrap().iter())
@@ -47,8 +53,12 @@ fn transcript(case: &str) -> Transcript {
     let mut done = T.get_or_init(Default::default).lock().unwrap();
     (done.entry(case.to_string()).or_insert_with(|| {
         let r = reference(&format!("words_{case}"));
-        model()
-            .transcribe(&clip(r["clip"].as_str().unwrap()), &options_of(&r))
+        let m = if case.starts_with("multilingual") {
+            multilingual()
+        } else {
+            model()
+        };
+        m.transcribe(&clip(r["clip"].as_str().unwrap()), &options_of(&r))
             .expect("transcribe")
     }))
     .clone()
@@ -143,6 +153,18 @@ fn beam5_jfk_words_match_faster_whisper() {
 #[test]
 fn beam5_two_minutes_words_match_faster_whisper() {
     assert_close("long_2min_beam5");
+}
+
+/// A multilingual model (the seeded-random fixture: its text is nonsense, with
+/// multi-byte characters split over tokens): the detected language's sot sequence.
+#[test]
+fn multilingual_words_match_faster_whisper() {
+    assert_close("multilingual_jfk");
+}
+
+#[test]
+fn multilingual_translated_words_match_faster_whisper() {
+    assert_close("multilingual_jfk_translate");
 }
 
 /// Without `word_timestamps` every segment has no words and the transcript is the
