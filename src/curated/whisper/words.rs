@@ -53,7 +53,7 @@ pub(super) struct AlignCapture {
     frames: usize,
     /// One `[rows, frames]` matrix per head, in layer order (the heads of a layer in
     /// the listed order).
-    pub(super) scores: Vec<Vec<f32>>,
+    scores: Vec<Vec<f32>>,
 }
 
 impl AlignCapture {
