@@ -15,8 +15,9 @@ per clip the speech probability of every 512-sample window (the padded audio
 faster-whisper feeds), and the speech regions (samples) of get_speech_timestamps
 under each option set of OPTIONS; for padded_8s also the transcript of
 WhisperModel.transcribe(vad_filter=True) (tiny.en-ct2, cpu, float32, 2 threads,
-beam_size 1: the greedy decoding cyb-llm transcribe runs by default) and the
-transcript of jfk without VAD.
+beam_size 1: the greedy decoding cyb-llm transcribe runs by default), the same
+with word_timestamps=True (its words mapped back through the speech chunks), and
+the transcript of jfk without VAD.
 
 Run: /path/to/venv/bin/python scripts/make_whisper_vad_fixtures.py
 (needs numpy, onnxruntime and faster-whisper 1.2.1).
@@ -50,7 +51,9 @@ def clips():
 
 def segments_of(model, audio, **kw):
     segs, info = model.transcribe(audio, beam_size=1, **kw)
-    segs = [{"start": s.start, "end": s.end, "text": s.text} for s in segs]
+    segs = [{"start": s.start, "end": s.end, "text": s.text,
+             **({"words": [{"word": w.word, "start": w.start, "end": w.end} for w in s.words]}
+                if s.words else {})} for s in segs]
     return {"duration": info.duration, "segments": segs, "text": "".join(s["text"] for s in segs)}
 
 
@@ -78,6 +81,7 @@ def main():
     model = WhisperModel(os.path.join(SRC, "tiny.en-ct2"), device="cpu", compute_type="float32", cpu_threads=2)
     ref["transcripts"] = {
         "padded_8s_vad": segments_of(model, audio["padded_8s"], vad_filter=True),
+        "padded_8s_vad_words": segments_of(model, audio["padded_8s"], vad_filter=True, word_timestamps=True),
         "jfk": segments_of(model, audio["jfk"], vad_filter=False),
     }
     print(ref["transcripts"], file=sys.stderr)

@@ -12,18 +12,7 @@ use whisper_util::*;
 
 fn model() -> &'static SpeechModel {
     static M: OnceLock<SpeechModel> = OnceLock::new();
-    M.get_or_init(|| {
-        let dir = std::env::temp_dir().join(format!("cyb-whisper-lang-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let out = dir.join("tiny-multilingual.model");
-        cyb_llm::import::import(
-            &fixture("tiny_multilingual_ct2"),
-            &out,
-            &cyb_llm::import::ImportOptions::default(),
-        )
-        .expect("import the multilingual fixture");
-        SpeechModel::load(&out, &cpu()).expect("load")
-    })
+    M.get_or_init(|| SpeechModel::load(tiny_multilingual_model(), &cpu()).expect("load"))
 }
 
 fn reference() -> Value {

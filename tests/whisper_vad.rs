@@ -279,3 +279,41 @@ fn a_model_that_is_not_a_vad_is_refused_naming_it_and_what_to_use() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+/// `--vad` with word timestamps: the padded-silence clip's words are mapped back
+/// through the chunk of each word's middle (faster-whisper's
+/// restore_speech_timestamps), so they match faster-whisper's words on the
+/// original timeline, and each segment spans its words.
+#[test]
+fn word_timestamps_with_vad_are_on_the_original_timeline() {
+    let opts = TranscribeOptions {
+        word_timestamps: true,
+        ..Default::default()
+    };
+    let got = vad()
+        .transcribe(tiny_en(), &clip("padded_8s"), &opts, &VadOptions::default())
+        .expect("transcribe with vad and words");
+    let want = fixture_json()["transcripts"]["padded_8s_vad_words"]["segments"]
+        .as_array()
+        .unwrap();
+    let want_words: Vec<&serde_json::Value> = want
+        .iter()
+        .flat_map(|s| s["words"].as_array().unwrap())
+        .collect();
+    let got_words: Vec<_> = got.segments.iter().flat_map(|s| &s.words).collect();
+    assert_eq!(got_words.len(), want_words.len(), "{got_words:?}");
+    let mut worst = 0.0f64;
+    for (g, w) in got_words.iter().zip(&want_words) {
+        assert_eq!(g.word, w["word"].as_str().unwrap());
+        for (a, b) in [(g.start, &w["start"]), (g.end, &w["end"])] {
+            worst = worst.max((a - b.as_f64().unwrap()).abs());
+        }
+        assert!(g.start >= 7.4, "{g:?} is inside the leading silence");
+    }
+    for s in &got.segments {
+        assert_eq!(s.start, s.words[0].start);
+        assert_eq!(s.end, s.words[s.words.len() - 1].end);
+    }
+    eprintln!("{} words, max |time diff| {worst:.3} s", got_words.len());
+    assert!(worst <= 0.1, "a word time is {worst:.3} s from faster-whisper's");
+}

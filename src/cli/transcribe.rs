@@ -1,7 +1,8 @@
 //! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
 //! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
 //! [--best-of N] [--patience P] [--length-penalty A] [--temperature T[,T...]]
-//! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--vad --vad-model PATH
+//! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--word-timestamps
+//! [--max-line-width N --max-line-count N | --word-cues]] [--vad --vad-model PATH
 //! [--vad-threshold P] [--vad-min-speech-duration-ms MS] [--vad-min-silence-duration-ms MS]
 //! [--vad-speech-pad-ms MS]]`: one model
 //! load for the whole batch; a bad file is reported and the batch goes on; exit 1
@@ -10,7 +11,7 @@
 use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendChoice;
-use cyb_llm::transcribe::format::{render, Format};
+use cyb_llm::transcribe::format::{render_with, Format, Layout};
 use cyb_llm::transcribe::{SpeechModel, SpeechOptions, TranscribeOptions};
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -23,6 +24,8 @@ pub struct TranscribeArgs {
     model: PathBuf,
     #[command(flatten)]
     verify: VerifyArg,
+    #[command(flatten)]
+    words: WordArgs,
     /// Audio files (wav, flac, mp3, ogg; any sample rate and channel count).
     audio: Vec<PathBuf>,
     /// Read more paths from LIST, one per line (`-` = stdin).
@@ -183,8 +186,10 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         length_penalty: a.length_penalty,
         initial_prompt: a.initial_prompt.clone(),
         condition_on_previous_text: !a.no_condition_on_previous_text,
+        word_timestamps: a.words.word_timestamps,
         ..Default::default()
     };
+    let layout = a.words.layout();
     let bar = super::terminal_progress(files.len(), "{bar:30} {pos}/{len} files {msg}");
     let report = |msg: String| match &bar {
         Some(b) => b.println(msg),
@@ -222,13 +227,13 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
                 Some(dir) => {
                     for &f in &a.format {
                         let path = output_path(dir, file, f);
-                        write_atomic(&path, &render(&t, f, &name))?;
+                        write_atomic(&path, &render_with(&t, f, &name, &layout))?;
                     }
                 }
                 None => {
                     let mut out = stdout.lock();
                     for &f in &a.format {
-                        out.write_all(render(&t, f, &name).as_bytes())
+                        out.write_all(render_with(&t, f, &name, &layout).as_bytes())
                             .map_err(|e| format!("stdout: {e}"))?;
                     }
                     out.flush().map_err(|e| format!("stdout: {e}"))?;
@@ -292,4 +297,38 @@ fn write_atomic(path: &Path, text: &str) -> Result<(), String> {
     tmp.write_all(text.as_bytes()).map_err(err)?;
     tmp.persist(path).map_err(|e| err(e.error))?;
     Ok(())
+}
+
+/// The word-timestamp flags: per-word times in json, and the srt / vtt cue layout built
+/// from them (openai-whisper's `--max_line_width`, `--max_line_count` and
+/// `--max_words_per_line 1`), which need `--word-timestamps` as there.
+#[derive(clap::Args, Debug)]
+struct WordArgs {
+    /// Per-word start, end and probability (cross-attention alignment, as faster-whisper's
+    /// word_timestamps): `words` in json; srt / vtt cues from the words.
+    #[arg(long)]
+    word_timestamps: bool,
+    /// Subtitle lines of at most N characters (srt, vtt); with --max-line-count, cues
+    /// are filled across segments.
+    #[arg(long, value_name = "N", requires = "word_timestamps",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_line_width: Option<u32>,
+    /// At most N lines per subtitle cue (with --max-line-width).
+    #[arg(long, value_name = "N", requires = "word_timestamps", requires = "max_line_width",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    max_line_count: Option<u32>,
+    /// One subtitle cue per word (srt, vtt).
+    #[arg(long, requires = "word_timestamps", conflicts_with_all = ["max_line_width", "max_line_count"])]
+    word_cues: bool,
+}
+
+impl WordArgs {
+    /// The srt / vtt cue layout the flags ask for.
+    fn layout(&self) -> Layout {
+        Layout {
+            max_line_width: self.max_line_width.map(|n| n as usize),
+            max_line_count: self.max_line_count.map(|n| n as usize),
+            max_words_per_line: self.word_cues.then_some(1),
+        }
+    }
 }

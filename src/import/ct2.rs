@@ -234,6 +234,44 @@ fn ids(cfg: &Value, key: &str) -> Vec<i64> {
         .unwrap_or_default()
 }
 
+/// The cross-attention heads that follow the word timing (`[layer, head]` pairs): the
+/// config's `alignment_heads` (written by CTranslate2's converter), or, when it lists
+/// none, openai-whisper's default: every head of the last half of the decoder layers.
+/// A pair outside the decoder is an error naming it.
+fn alignment_heads(
+    cfg: &Value,
+    cfg_path: &Path,
+    layers: usize,
+    heads: usize,
+) -> Result<Vec<(usize, usize)>, ImportError> {
+    let mut listed = Vec::new();
+    for p in (cfg.get("alignment_heads").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+    {
+        let pair = (p.as_array())
+            .filter(|p| p.len() == 2)
+            .and_then(|p| Some((p[0].as_u64()? as usize, p[1].as_u64()? as usize)))
+            .filter(|&(l, h)| l < layers && h < heads)
+            .ok_or_else(|| {
+                format_err(
+                    cfg_path,
+                    format!(
+                        "alignment_heads entry {p} is not a [layer, head] pair of the \
+                         decoder ({layers} layers, {heads} heads)"
+                    ),
+                )
+            })?;
+        listed.push(pair);
+    }
+    if listed.is_empty() {
+        listed = (layers / 2..layers)
+            .flat_map(|l| (0..heads).map(move |h| (l, h)))
+            .collect();
+    }
+    Ok(listed)
+}
+
 fn count_layers(m: &Ct2Model, tower: &str) -> usize {
     let prefix = format!("{tower}/layer_");
     m.variables
@@ -396,11 +434,21 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         "begin_suppress_tokens",
         list(&ids(&cfg, "suppress_ids_begin")),
     );
+    let dec_layers = count_layers(&m, "decoder");
+    put(
+        "alignment_heads",
+        toml::Value::Array(
+            alignment_heads(&cfg, &cfg_path, dec_layers, dec_heads)?
+                .into_iter()
+                .map(|(l, h)| list(&[l as i64, h as i64]))
+                .collect(),
+        ),
+    );
 
     let architecture = Architecture {
         hidden_size: Some(d_model),
         num_attention_heads: Some(dec_heads),
-        num_hidden_layers: Some(count_layers(&m, "decoder")),
+        num_hidden_layers: Some(dec_layers),
         intermediate_size: Some(ffn),
         vocab_size: Some(n_vocab),
         max_position_embeddings: Some(n_text_ctx),

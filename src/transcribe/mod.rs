@@ -17,7 +17,7 @@
 pub mod format;
 pub mod vad;
 
-pub use crate::curated::whisper::{Segment, Timings, TranscribeOptions, Transcript, Whisper};
+pub use crate::curated::whisper::{Segment, Timings, TranscribeOptions, Transcript, Whisper, Word};
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher};
 use crate::error::ExecutionError;

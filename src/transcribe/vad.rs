@@ -237,10 +237,22 @@ impl Vad {
             });
         }
         let mut t = model.transcribe(&collect(samples, &chunks), opts)?;
+        // faster-whisper's restore_speech_timestamps: a word's start and end are
+        // mapped through the chunk of its middle, a segment with words spans them.
         let map = TimestampMap::new(&chunks);
         for s in &mut t.segments {
-            s.start = map.original_time(s.start, false);
-            s.end = map.original_time(s.end, true);
+            if s.words.is_empty() {
+                s.start = map.original_time(s.start, false);
+                s.end = map.original_time(s.end, true);
+                continue;
+            }
+            for w in &mut s.words {
+                let chunk = map.chunk_index((w.start + w.end) / 2.0, false);
+                w.start = map.original_time_in(w.start, chunk);
+                w.end = map.original_time_in(w.end, chunk);
+            }
+            s.start = s.words[0].start;
+            s.end = s.words[s.words.len() - 1].end;
         }
         t.duration = duration;
         Ok(t)
@@ -417,17 +429,29 @@ impl TimestampMap {
         }
     }
 
-    /// The original time of `time` seconds of the joined speech, rounded to 10 ms;
-    /// `is_end`: a time exactly at a chunk's end stays in that chunk.
-    pub fn original_time(&self, time: f64, is_end: bool) -> f64 {
-        let Some(last) = self.chunk_end.len().checked_sub(1) else {
-            return time;
-        };
+    /// The chunk that `time` seconds of the joined speech fall in; `is_end`: a time
+    /// exactly at a chunk's end stays in that chunk.
+    pub fn chunk_index(&self, time: f64, is_end: bool) -> usize {
+        let last = self.chunk_end.len().saturating_sub(1);
         let sample = (time * SAMPLE_RATE as f64) as usize;
-        let index = match self.chunk_end.iter().position(|&e| e == sample) {
+        match self.chunk_end.iter().position(|&e| e == sample) {
             Some(i) if is_end => i,
             _ => self.chunk_end.partition_point(|&e| e <= sample).min(last),
-        };
-        ((self.silence_before[index] + time) * 100.0).round() / 100.0
+        }
+    }
+
+    /// The original time of `time` seconds of the joined speech taken as in chunk
+    /// `index`, rounded to 10 ms.
+    pub fn original_time_in(&self, time: f64, index: usize) -> f64 {
+        match self.silence_before.get(index) {
+            Some(silence) => ((silence + time) * 100.0).round() / 100.0,
+            None => time,
+        }
+    }
+
+    /// The original time of `time` seconds of the joined speech, rounded to 10 ms
+    /// (its own chunk, [`TimestampMap::chunk_index`]).
+    pub fn original_time(&self, time: f64, is_end: bool) -> f64 {
+        self.original_time_in(time, self.chunk_index(time, is_end))
     }
 }

@@ -49,6 +49,22 @@ pub fn tiny_en_model() -> &'static Path {
     })
 }
 
+/// The seeded-random multilingual fixture model (tests/fixtures/whisper/tiny_multilingual_ct2)
+/// imported once per test binary.
+pub fn tiny_multilingual_model() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let out = scratch::scratch_dir().join("tiny-multilingual.model");
+        cyb_llm::import::import(
+            &fixture("tiny_multilingual_ct2"),
+            &out,
+            &cyb_llm::import::ImportOptions::default(),
+        )
+        .expect("import the multilingual fixture");
+        out
+    })
+}
+
 /// The cpu backend (the reference results are computed on it).
 pub fn cpu() -> cyb_llm::transcribe::SpeechOptions {
     cyb_llm::transcribe::SpeechOptions {

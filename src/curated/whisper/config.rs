@@ -60,6 +60,10 @@ pub struct WhisperConfig {
     pub suppress: Vec<u32>,
     /// Tokens not sampled first (`begin_suppress_tokens`).
     pub begin_suppress: Vec<u32>,
+    /// Cross-attention heads `(decoder layer, head)` that follow the word timing
+    /// (`alignment_heads`, written at import); `None` in files imported before the
+    /// key existed.
+    pub alignment_heads: Option<Vec<(usize, usize)>>,
 }
 
 fn bad(field: &str, reason: &str) -> ExecutionError {
@@ -67,6 +71,26 @@ fn bad(field: &str, reason: &str) -> ExecutionError {
         field: format!("architecture.{field}"),
         reason: reason.to_string(),
     }
+}
+
+/// `alignment_heads`: a non-empty list of `[layer, head]` pairs inside the decoder.
+fn head_pairs(
+    v: &toml::Value,
+    layers: usize,
+    heads: usize,
+) -> Result<Vec<(usize, usize)>, ExecutionError> {
+    let reason =
+        format!("must be [layer, head] pairs inside the decoder ({layers} layers, {heads} heads)");
+    let pair = |p: &toml::Value| {
+        let p = p.as_array().filter(|p| p.len() == 2)?;
+        let at = |i: usize| usize::try_from(p[i].as_integer()?).ok();
+        Some((at(0)?, at(1)?)).filter(|&(l, h)| l < layers && h < heads)
+    };
+    let pairs: Option<Vec<(usize, usize)>> =
+        (v.as_array()).and_then(|a| a.iter().map(pair).collect());
+    pairs
+        .filter(|p| !p.is_empty())
+        .ok_or_else(|| bad("alignment_heads", &reason))
 }
 
 impl WhisperConfig {
@@ -140,11 +164,16 @@ impl WhisperConfig {
                 &format!("special token id {bad_id} is outside the vocabulary ({n_vocab})"),
             ));
         }
+        let decoder_layers = pos(a.num_hidden_layers, "num_hidden_layers")?;
+        let alignment_heads = match a.extra.get("alignment_heads") {
+            None => None,
+            Some(v) => Some(head_pairs(v, decoder_layers, decoder_heads)?),
+        };
         Ok(WhisperConfig {
             d_model,
             encoder_layers: int("encoder_layers")?,
             encoder_heads,
-            decoder_layers: pos(a.num_hidden_layers, "num_hidden_layers")?,
+            decoder_layers,
             decoder_heads,
             n_mels: int("n_mels")?,
             n_audio_ctx: int("max_source_positions")?,
@@ -159,6 +188,7 @@ impl WhisperConfig {
             special,
             suppress: list("suppress_tokens"),
             begin_suppress: list("begin_suppress_tokens"),
+            alignment_heads,
         })
     }
 }

@@ -24,6 +24,7 @@
 //!   [`TranscribeOptions::silence_rms`]; segments are cut at consecutive timestamp pairs, and `seek`
 //!   advances to the last complete timestamp (or the whole window).
 
+use super::words::{last_end, Subsegment};
 use super::{EncoderOutput, TranscribeOptions, Whisper};
 use crate::audio::mel::{log_mel, HOP};
 use crate::backend::cpu::simd;
@@ -37,6 +38,8 @@ use std::io::Write;
 pub const TIME_PRECISION: f64 = 0.02;
 /// Samples per 30 s window.
 pub const N_SAMPLES: usize = 480_000;
+/// Mel frames per second.
+const FRAMES_PER_SECOND: f64 = (crate::audio::SAMPLE_RATE as usize / HOP) as f64;
 
 /// One transcribed segment.
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +60,9 @@ pub struct Segment {
     pub temperature: f32,
     /// gzip compression ratio of the window's text.
     pub compression_ratio: f64,
+    /// Its words with their times (with [`TranscribeOptions::word_timestamps`]; empty
+    /// otherwise).
+    pub words: Vec<super::Word>,
 }
 
 /// The result of [`Whisper::transcribe`].
@@ -656,6 +662,7 @@ impl Whisper {
             None => Vec::new(),
         };
         let mut prompt_reset_since = 0;
+        let mut last_speech = 0.0;
         let mut seek = 0usize;
         while seek < content {
             let time_offset = (seek * HOP) as f64 / crate::audio::SAMPLE_RATE as f64;
@@ -732,7 +739,7 @@ impl Whisper {
             let mut consecutive: Vec<usize> = (1..tokens.len())
                 .filter(|&i| is_ts(tokens[i - 1]) && is_ts(tokens[i]))
                 .collect();
-            let mut current: Vec<(f64, f64, Vec<u32>)> = Vec::new();
+            let mut current: Vec<Subsegment> = Vec::new();
             if !consecutive.is_empty() {
                 if single_ending {
                     consecutive.push(tokens.len());
@@ -740,11 +747,12 @@ impl Whisper {
                 let mut last_slice = 0;
                 for &cur in &consecutive {
                     let sl = &tokens[last_slice..cur];
-                    current.push((
-                        time_offset + ts_pos(sl[0]) * TIME_PRECISION,
-                        time_offset + ts_pos(sl[sl.len() - 1]) * TIME_PRECISION,
-                        sl.to_vec(),
-                    ));
+                    current.push(Subsegment {
+                        start: time_offset + ts_pos(sl[0]) * TIME_PRECISION,
+                        end: time_offset + ts_pos(sl[sl.len() - 1]) * TIME_PRECISION,
+                        tokens: sl.to_vec(),
+                        words: Vec::new(),
+                    });
                     last_slice = cur;
                 }
                 if single_ending {
@@ -760,24 +768,59 @@ impl Whisper {
                         duration = ts_pos(t) * TIME_PRECISION;
                     }
                 }
-                current.push((time_offset, time_offset + duration, tokens.clone()));
+                current.push(Subsegment {
+                    start: time_offset,
+                    end: time_offset + duration,
+                    tokens: tokens.clone(),
+                    words: Vec::new(),
+                });
                 seek += segment_size;
             }
-            for (start, end, toks) in current {
-                let text = self.text_of(&toks);
-                if start == end || text.trim().is_empty() {
+            if opts.word_timestamps {
+                let t0 = std::time::Instant::now();
+                let mut sot_sequence = vec![sp.sot];
+                if c.multilingual {
+                    sot_sequence.extend(language);
+                    sot_sequence.push(if opts.translate {
+                        sp.translate
+                    } else {
+                        sp.transcribe
+                    });
+                }
+                self.add_word_timestamps(
+                    &enc,
+                    &sot_sequence,
+                    &transcript.language,
+                    &mut current,
+                    segment_size,
+                    time_offset,
+                    last_speech,
+                    &mut ctx,
+                )?;
+                // As faster-whisper: the next window starts at the last word's end.
+                let end = last_end(&current);
+                if let Some(e) = end.filter(|&e| !single_ending && e > time_offset) {
+                    seek = (e * FRAMES_PER_SECOND).round_ties_even() as usize;
+                }
+                last_speech = end.unwrap_or(last_speech);
+                transcript.timings.decode_s += t0.elapsed().as_secs_f64();
+            }
+            for sub in current {
+                let text = self.text_of(&sub.tokens);
+                if sub.start == sub.end || text.trim().is_empty() {
                     continue;
                 }
-                all_tokens.extend_from_slice(&toks);
+                all_tokens.extend_from_slice(&sub.tokens);
                 transcript.segments.push(Segment {
-                    start,
-                    end,
+                    start: sub.start,
+                    end: sub.end,
                     text,
-                    tokens: toks.into_iter().filter(|&t| t < sp.eot).collect(),
+                    tokens: sub.tokens.into_iter().filter(|&t| t < sp.eot).collect(),
                     avg_logprob: r.avg_logprob,
                     no_speech_prob: r.no_speech_prob,
                     temperature: r.temperature,
                     compression_ratio: r.compression_ratio,
+                    words: sub.words,
                 });
             }
             if !opts.condition_on_previous_text || r.temperature > 0.5 {

@@ -17,10 +17,12 @@ pub mod beam;
 pub mod config;
 pub mod decode;
 pub mod options;
+pub mod words;
 
 pub use config::{SpecialTokens, WhisperConfig};
 pub use decode::{Segment, Timings, Transcript};
 pub use options::TranscribeOptions;
+pub use words::Word;
 
 use super::{Linear, WeightBinder};
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
@@ -434,7 +436,7 @@ impl Whisper {
         ctx: &mut ExecContext,
     ) -> Result<Vec<Vec<f32>>, ExecutionError> {
         self.dispatcher
-            .install(|| self.decode_steps_on_pool(enc, caches, tokens, want, ctx))
+            .install(|| self.decode_steps_on_pool(enc, caches, tokens, want, None, ctx))
     }
 
     /// Self-attention of one sequence: appends its `k`, `v` rows to `cache` and attends
@@ -466,12 +468,15 @@ impl Whisper {
         Ok(a)
     }
 
+    /// [`Whisper::decode_steps`]; with `capture`, the raw cross-attention scores of the
+    /// alignment heads are collected too (word timestamps).
     fn decode_steps_on_pool(
         &self,
         enc: &EncoderOutput,
         caches: &mut [KvCache],
         tokens: &[u32],
         want: &[usize],
+        mut capture: Option<&mut words::AlignCapture>,
         ctx: &mut ExecContext,
     ) -> Result<Vec<Vec<f32>>, ExecutionError> {
         let c = &self.config;
@@ -532,6 +537,9 @@ impl Whisper {
             let nx = self.norm(&x, &l.ln2, ctx)?;
             let q = self.heads(self.linear(&nx, &l.cross.q, ctx)?, h, ctx)?;
             let (ck, cv) = &enc.cross[i];
+            if let Some(cap) = capture.as_deref_mut() {
+                cap.take(i, &q, ck, self)?;
+            }
             let a = self.run1(
                 Op::Sdpa {
                     scale: None,

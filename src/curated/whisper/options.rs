@@ -48,6 +48,11 @@ pub struct TranscribeOptions {
     pub silence_rms: Option<f32>,
     /// Seed of the sampler used at temperatures above 0.
     pub seed: u64,
+    /// Per-word start, end and probability in [`super::Segment::words`], from the
+    /// cross-attention alignment (faster-whisper's `word_timestamps`). As there, a
+    /// window's next one then starts at its last word's end, and segment times follow
+    /// their words; off leaves every transcript as it was.
+    pub word_timestamps: bool,
 }
 
 impl Default for TranscribeOptions {
@@ -68,6 +73,7 @@ impl Default for TranscribeOptions {
             condition_on_previous_text: true,
             silence_rms: Some(1e-3),
             seed: 0,
+            word_timestamps: false,
         }
     }
 }
