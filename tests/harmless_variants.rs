@@ -1,7 +1,7 @@
 //! The other half of the corrupted-variant corpora (corrupt_corpora.rs,
 //! loader_corpus.rs): changes that are harmless by construction — JSON
 //! reformatted, its keys reordered, unknown keys added, GGUF padding after the
-//! data, an unknown WAV chunk, ONNX documentation strings — must give output
+//! data, unknown WAV chunks, an ONNX documentation string — must give output
 //! identical to the original's: the same `.model` bytes from an import, the
 //! same samples from the audio decoder.
 
@@ -149,7 +149,7 @@ fn wav_with_unknown_chunks_decodes_to_the_same_samples() {
         let wav = &bytes[1..];
         let data_at = memchr::memmem::find(wav, b"data").expect("a data chunk");
         let mut variant = wav[..data_at].to_vec();
-        variant.extend(chunk(b"LIST", b"INFOISFT\x05\x00\x00\x00test\x00"));
+        variant.extend(chunk(b"LIST", b"INFOISFT\x06\x00\x00\x00test\x00\x00"));
         variant.extend(chunk(b"junk", b"odd"));
         variant.extend(&wav[data_at..]);
         let riff_len = (variant.len() - 8) as u32;
@@ -170,8 +170,10 @@ fn model_doc_string(text: &str) -> Vec<u8> {
     b
 }
 
+/// The producer name and version are recorded as provenance (`[onnx] producer`),
+/// so only the documentation string is harmless here.
 #[test]
-fn onnx_documentation_and_producer_strings_import_identically() {
+fn onnx_documentation_string_imports_identically() {
     for case in ["binary_add", "conv2d_groups_no_bias", "gemm_alpha_beta_no_transpose"] {
         let path = root().join("tests/fixtures/onnx/ops").join(case).join("model.onnx");
         let dir = tempfile::tempdir().unwrap();
@@ -181,15 +183,16 @@ fn onnx_documentation_and_producer_strings_import_identically() {
         }
         let bytes = std::fs::read(&path).unwrap();
         std::fs::write(a.join("model.onnx"), &bytes).unwrap();
-        let mut m = ModelProto::decode(bytes.as_slice()).unwrap();
-        m.producer_name = "another exporter".into();
-        m.producer_version = "9.9".into();
-        let mut variant = m.encode_to_vec();
+        let mut variant = bytes.clone();
         variant.extend(model_doc_string("documentation added by a test"));
+        assert!(
+            ModelProto::decode(variant.as_slice()).is_ok(),
+            "{case}: the variant is not a valid ModelProto"
+        );
         std::fs::write(b.join("model.onnx"), variant).unwrap();
         assert!(
             imported(&a.join("model.onnx"), &a) == imported(&b.join("model.onnx"), &b),
-            "{case}: documentation or producer strings changed the imported .model"
+            "{case}: a documentation string changed the imported .model"
         );
     }
 }
