@@ -9,6 +9,10 @@ use crate::backend::Op;
 use crate::dtype::DType;
 use crate::graph::GraphOp;
 
+/// The most values a padded dim of a reflect, edge or wrap `Pad` may have: its
+/// source positions become an import-time index tensor.
+const MAX_PAD_GATHER: i64 = 1 << 24;
+
 /// Dims for messages and `dims` attributes: known values, -1 otherwise.
 fn dims_attr(dims: &[Option<Sym>]) -> Vec<i64> {
     dims.iter()
@@ -413,6 +417,12 @@ impl Translator {
                 .ok_or_else(|| format!("Pad mode {mode} along a symbolic dim"))?
                 as i64;
             let (before, after) = (p[d], p[r + d]);
+            let grown = (len.checked_add(before)).and_then(|v| v.checked_add(after));
+            if grown.is_none_or(|g| g > MAX_PAD_GATHER) {
+                return Err(format!(
+                    "Pad mode {mode} grows a dim of {len} by {before}/{after} values; at most {MAX_PAD_GATHER} values per padded dim are supported (the source positions are stored in the model)"
+                ));
+            }
             let src = |i: i64| -> Option<i64> {
                 match mode {
                     "reflect" if before < len && after < len => Some(if i < 0 {
