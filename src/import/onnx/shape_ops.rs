@@ -7,7 +7,7 @@ use super::sym::Sym;
 use super::translate::{broadcast, normalize_axis, Attr, OnnxNode, Translator, Val, Why};
 use crate::backend::Op;
 use crate::dtype::DType;
-use crate::graph::GraphOp;
+use crate::ir::GraphOp;
 
 /// Dims for messages and `dims` attributes: known values, -1 otherwise.
 fn dims_attr(dims: &[Option<Sym>]) -> Vec<i64> {
@@ -122,8 +122,7 @@ impl Translator {
             let Some(len) = shape[a].dim() else {
                 return Ok(false);
             };
-            let (s, step, l) =
-                crate::graph::ops::onnx_slice_axis(starts[k], ends[k], steps[k], len)?;
+            let (s, step, l) = crate::ir::ops::onnx_slice_axis(starts[k], ends[k], steps[k], len)?;
             st[a] = s;
             sp[a] = step;
             out_shape[a] = l;
@@ -176,7 +175,7 @@ impl Translator {
                         if let (Some(len), Some(&s), Some(&e), Some(&st)) =
                             (shape[a].dim(), s.get(j), e.get(j), st.get(j))
                         {
-                            let (_, _, l) = crate::graph::ops::onnx_slice_axis(s, e, st, len)?;
+                            let (_, _, l) = crate::ir::ops::onnx_slice_axis(s, e, st, len)?;
                             dims[a] = Some(Sym::known(l as i64));
                         }
                     }
