@@ -4,7 +4,8 @@
 //! [`import`] (write `.model` files from GGUF / Hugging Face sources),
 //! [`tokenizer`], [`quant`] (weight encodings), [`backend`] (the `Backend`
 //! trait, dispatcher and backends), [`curated`] (hand-written model families),
-//! [`graph`] (the graph-IR path), [`speak`] (the text-to-speech frontend).
+//! [`ir`] (the graph IR: text form, op table, validation), [`graph`] (the
+//! graph writers and executor), [`speak`] (the text-to-speech frontend).
 
 pub mod audio;
 pub mod backend;
@@ -17,6 +18,7 @@ pub mod error;
 pub mod generate;
 pub mod graph;
 pub mod import;
+pub mod ir;
 pub mod loader;
 pub mod perplexity;
 pub mod quant;

@@ -3,7 +3,7 @@
 
 use cyb_llm::backend::TensorInfo;
 use cyb_llm::graph::llama::llama_graph;
-use cyb_llm::graph::{op_tag, Graph, GraphDoc, GraphError, OP_TAGS};
+use cyb_llm::ir::{op_tag, Graph, GraphDoc, GraphError, OP_TAGS};
 use cyb_llm::loader::config::{Architecture, Config};
 use cyb_llm::DType;
 use std::collections::HashMap;
@@ -82,7 +82,7 @@ fn llama_graph_round_trips_through_toml_and_validates() {
     assert_eq!(g.to_doc(), doc);
 }
 
-fn node_named<'a>(doc: &'a mut GraphDoc, op: &str) -> &'a mut cyb_llm::graph::NodeDecl {
+fn node_named<'a>(doc: &'a mut GraphDoc, op: &str) -> &'a mut cyb_llm::ir::NodeDecl {
     doc.nodes.iter_mut().find(|n| n.op == op).unwrap()
 }
 

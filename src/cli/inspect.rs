@@ -62,7 +62,7 @@ fn summary(m: &Model, with_tensors: bool, with_hash: bool) -> serde_json::Value 
             ids.iter()
                 .map(|&i| {
                     let val = &g.values[i];
-                    json!({"name": val.name, "dtype": val.dtype.name(), "shape": cyb_llm::graph::dims_text(&val.shape)})
+                    json!({"name": val.name, "dtype": val.dtype.name(), "shape": cyb_llm::ir::dims_text(&val.shape)})
                 })
                 .collect()
         };

@@ -16,11 +16,10 @@
 
 use super::build::{input, Builder};
 use super::exec::GraphSession;
-use super::ir::GraphDoc;
-use super::ops::{GraphOp, MaskKind};
 use crate::backend::{Op, Tensor};
 use crate::curated::bert::{layer_names, Activation, BertConfig, Hidden};
 use crate::error::ExecutionError;
+use crate::ir::{GraphDoc, GraphOp, MaskKind};
 use crate::loader::Config;
 
 /// The graph of a BertStyle model with `config`; `has` tells whether the

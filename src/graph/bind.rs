@@ -1,145 +1,13 @@
 //! The run-time shape ops of the ONNX path ([`GraphOp::is_run_time_shape`]):
-//! their shapes at load (from the `dims` the importer knew, `None` where only a
-//! call tells) and their per-call binding to a backend [`Op`] from the values of
-//! their integer inputs or the shape of their data input.
+//! their per-call binding to a backend [`Op`] from the values of their integer
+//! inputs or the shape of their data input (their shapes at load are inferred
+//! in [`crate::ir`]).
 
-use super::ops::GraphOp;
-use super::{Dim, Inferred, Probed, PROBES};
 use crate::backend::{broadcast_shape, Op, Tensor};
-use crate::dtype::DType;
+use crate::ir::{regroup, GraphOp};
 
 /// The largest element count a run-time shape may ask for (2^31).
 const MAX_ELEMS: u128 = 1 << 31;
-
-fn dims_of(dims: &[i64]) -> Vec<Dim> {
-    dims.iter().map(|&d| usize::try_from(d).ok()).collect()
-}
-
-fn probe(dims: &[Dim]) -> Probed {
-    PROBES.map(|p| dims.iter().map(|d| d.unwrap_or(p)).collect())
-}
-
-/// The outputs at load of run-time shape op `op` on inputs of `dtypes` and
-/// `shapes` (probe shapes `probed`).
-pub(super) fn infer_static(
-    op: &GraphOp,
-    dtypes: &[DType],
-    shapes: &[&[Dim]],
-    probed: &[&Probed],
-) -> Result<Vec<Inferred>, String> {
-    let need = |lo: usize, hi: usize| {
-        if dtypes.len() < lo || dtypes.len() > hi {
-            Err(format!("needs {lo} to {hi} inputs, got {}", dtypes.len()))
-        } else {
-            Ok(())
-        }
-    };
-    let ints_at = |from: usize| -> Result<(), String> {
-        match dtypes.iter().skip(from).position(|&d| d != DType::I64) {
-            Some(i) => Err(format!(
-                "input {} must be i64, is {}",
-                from + i,
-                dtypes[from + i]
-            )),
-            None => Ok(()),
-        }
-    };
-    let with = |dims: &[i64], dtype: DType| {
-        let d = dims_of(dims);
-        let p = probe(&d);
-        Ok(vec![(d, dtype, p)])
-    };
-    match op {
-        GraphOp::ReshapeTo { dims, .. } | GraphOp::ExpandTo { dims } => {
-            need(2, 2)?;
-            ints_at(1)?;
-            with(dims, dtypes[0])
-        }
-        GraphOp::SliceTo { dims } => {
-            need(3, 5)?;
-            ints_at(1)?;
-            with(dims, dtypes[0])
-        }
-        GraphOp::PadTo { dims } => {
-            need(2, 3)?;
-            if dtypes[1] != DType::I64 {
-                return Err(format!("input 1 (pads) must be i64, is {}", dtypes[1]));
-            }
-            with(dims, dtypes[0])
-        }
-        GraphOp::ConstantOfShape { dims, dtype, .. } => {
-            need(1, 1)?;
-            ints_at(0)?;
-            with(dims, *dtype)
-        }
-        GraphOp::RangeOf => {
-            need(3, 3)?;
-            if dtypes.iter().any(|&d| d != dtypes[0])
-                || !matches!(dtypes[0], DType::I64 | DType::F32)
-            {
-                return Err(format!(
-                    "start, limit and delta must share a dtype, i64 or f32: {dtypes:?}"
-                ));
-            }
-            with(&[-1], dtypes[0])
-        }
-        GraphOp::NonZero => {
-            need(1, 1)?;
-            with(&[shapes[0].len() as i64, -1], DType::I64)
-        }
-        GraphOp::Unsqueeze(axes) | GraphOp::Squeeze(axes) => {
-            need(1, 1)?;
-            let dims = regroup(op, axes, shapes[0], Some(1))?;
-            let p = [0, 1].map(|k| regroup(op, axes, &probed[0][k], 1).unwrap_or_default());
-            Ok(vec![(dims, dtypes[0], p)])
-        }
-        other => Err(format!("{} is not a run-time shape op", other.name())),
-    }
-}
-
-/// The shape of an `Unsqueeze` / `Squeeze` of `shape` (dims of any kind: a `Dim`
-/// at load, a `usize` per call; a squeezed dim must not be known to differ from 1).
-fn regroup<D: Copy + std::fmt::Debug>(
-    op: &GraphOp,
-    axes: &[usize],
-    shape: &[D],
-    one: D,
-) -> Result<Vec<D>, String> {
-    let sorted = axes.windows(2).all(|w| w[0] < w[1]);
-    if !sorted {
-        return Err(format!("axes {axes:?} must be sorted and distinct"));
-    }
-    match op {
-        GraphOp::Unsqueeze(_) => {
-            let rank = shape.len() + axes.len();
-            if axes.iter().any(|&a| a >= rank) {
-                return Err(format!("axes {axes:?} out of range for rank {rank}"));
-            }
-            let mut src = shape.iter();
-            Ok((0..rank)
-                .map(|i| {
-                    if axes.contains(&i) {
-                        Some(one)
-                    } else {
-                        src.next().copied()
-                    }
-                })
-                .collect::<Option<Vec<D>>>()
-                .unwrap_or_default())
-        }
-        _ => {
-            if axes.iter().any(|&a| a >= shape.len()) {
-                return Err(format!("axes {axes:?} out of range for {shape:?}"));
-            }
-            Ok(shape
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| !axes.contains(i))
-                .map(|(_, &d)| d)
-                .collect())
-        }
-    }
-}
 
 /// Integer values of a host tensor (i64, or i32).
 fn ints(t: &Tensor, what: &str) -> Result<Vec<i64>, String> {
@@ -312,7 +180,7 @@ pub(super) fn bind(op: &GraphOp, ins: &[Tensor]) -> Result<(Op, usize), String> 
                 }
                 let a = a as usize;
                 let (s, step, len) =
-                    super::ops::onnx_slice_axis(starts[k], ends[k], steps[k], shape[a])?;
+                    crate::ir::ops::onnx_slice_axis(starts[k], ends[k], steps[k], shape[a])?;
                 st[a] = s;
                 sp[a] = step;
                 out[a] = len;

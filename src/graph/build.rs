@@ -2,9 +2,8 @@
 //! and the composite pieces the families share (linear layer with bias,
 //! LayerNorm with gain and bias).
 
-use super::ir::{InputDecl, NodeDecl};
-use super::ops::GraphOp;
 use crate::backend::Op;
+use crate::ir::{GraphOp, InputDecl, NodeDecl};
 
 /// Appends nodes with unique output names.
 pub(crate) struct Builder {

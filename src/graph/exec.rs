@@ -13,14 +13,14 @@
 //! machine, so two runs compare by one line.
 
 use super::fuse;
-use super::ops::{self, GraphOp, MaskKind, RopeFreqs};
-use super::{Graph, Source};
 use crate::backend::{
     nox, Backend, BackendChoice, BackendConfig, DispatchRecord, Dispatcher, ExecContext, Op,
     SharedBytes, Tensor, TensorInfo, BACKENDS,
 };
 use crate::dtype::DType;
 use crate::error::ExecutionError;
+use crate::ir::ops::{self, GraphOp, MaskKind, RopeFreqs};
+use crate::ir::{Graph, Node, Source};
 use crate::loader::Model;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -83,16 +83,6 @@ fn missing(name: &str, by: &str) -> ExecutionError {
     }
 }
 
-/// The encoding a weight has once bound: vectors (norm gains, biases) are
-/// decoded to f32 once at load, matrices keep the stored encoding.
-pub fn bound_dtype(shape: &[usize], stored: DType) -> DType {
-    if shape.len() <= 1 && !matches!(stored, DType::I64 | DType::Bool) {
-        DType::F32
-    } else {
-        stored
-    }
-}
-
 fn bind_weight(
     model: &Model,
     owner: &Arc<dyn AsRef<[u8]> + Send + Sync>,
@@ -119,7 +109,7 @@ fn bind_weight(
         return Tensor::host_ints(&t.entry.shape, t.entry.dtype, values);
     }
     if t.entry.shape.len() <= 1 {
-        // Norm gains and biases: decoded once (see `bound_dtype`).
+        // Norm gains and biases: decoded once (see `crate::ir::bound_dtype`).
         let values = t.dequantize().map_err(|_| bad())?;
         return Tensor::from_f32(&t.entry.shape, values);
     }
@@ -133,7 +123,7 @@ fn probe_infos(graph: &Graph, ids: &[usize]) -> Vec<TensorInfo> {
     ids.iter()
         .map(|&i| {
             let v = &graph.values[i];
-            TensorInfo::new(&super::concrete(&v.shape, 1), v.dtype)
+            TensorInfo::new(&crate::ir::concrete(&v.shape, 1), v.dtype)
         })
         .collect()
 }
@@ -178,14 +168,14 @@ impl GraphModel {
             }
         }
         let primary = dispatcher.primary();
-        let chosen = |node: &super::Node| -> &dyn Backend {
+        let chosen = |node: &Node| -> &dyn Backend {
             node.backend_hint
                 .as_deref()
                 .and_then(|h| hints.get(h))
                 .map_or(primary, |b| &**b)
         };
         let (graph, fused) = if opts.fuse {
-            let supports = |node: &super::Node, op: &Op, ins: &[usize], g: &Graph| {
+            let supports = |node: &Node, op: &Op, ins: &[usize], g: &Graph| {
                 chosen(node).supports(op, &probe_infos(g, ins))
             };
             fuse::fuse(&graph, &supports)
@@ -833,7 +823,7 @@ fn check_value<'t>(g: &Graph, vi: usize, t: &'t Tensor) -> Result<&'t Tensor, Ex
     if !fits {
         return Err(ExecutionError::ShapeMismatch {
             op: format!("graph value `{}` ({})", v.name, v.dtype),
-            expected: super::dims_text(&v.shape)
+            expected: crate::ir::dims_text(&v.shape)
                 .iter()
                 .map(|&x| x.max(0) as usize)
                 .collect(),

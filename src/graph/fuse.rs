@@ -18,9 +18,8 @@
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
 
-use super::ops::GraphOp;
-use super::{Graph, Node, Source};
 use crate::backend::Op;
+use crate::ir::{Graph, GraphOp, Node, Source};
 
 /// Asks whether the backend chosen for a node supports an op on the given
 /// input values.

@@ -9,11 +9,11 @@
 //! end the last row is sliced, normed and projected to `logits` `[1, vocab]`.
 
 use super::build::Builder;
-use super::ir::{GraphDoc, InputDecl, StateDecl};
-use super::ops::{GraphOp, MaskKind, RopeFreqs};
 use crate::backend::Op;
 use crate::curated::llama::{Activation, LlamaConfig};
 use crate::error::ExecutionError;
+use crate::ir::ops::RopeFreqs;
+use crate::ir::{GraphDoc, GraphOp, InputDecl, MaskKind, StateDecl};
 use crate::loader::{Config, Family};
 
 fn fixed(op: Op) -> GraphOp {

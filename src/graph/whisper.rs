@@ -21,11 +21,10 @@
 
 use super::build::{input, Builder};
 use super::exec::GraphSession;
-use super::ir::{GraphDoc, StateDecl};
-use super::ops::{GraphOp, MaskKind};
 use crate::backend::{Op, Tensor};
 use crate::curated::whisper::WhisperConfig;
 use crate::error::ExecutionError;
+use crate::ir::{GraphDoc, GraphOp, MaskKind, StateDecl};
 use crate::loader::Config;
 
 fn fixed(op: Op) -> GraphOp {

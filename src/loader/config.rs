@@ -361,7 +361,7 @@ impl DiffusionSection {
     /// the sampler reads are present and ordered.
     pub fn check(
         &self,
-        inputs: &[crate::graph::ir::InputDecl],
+        inputs: &[crate::ir::InputDecl],
         outputs: &[String],
     ) -> Result<(), SectionMismatch> {
         let bad = |field: &str, reason: String| SectionMismatch {
@@ -585,7 +585,7 @@ impl TtsSection {
     /// speakers, no other input, and the output [`TTS_OUTPUT`].
     pub fn check(
         &self,
-        inputs: &[crate::graph::ir::InputDecl],
+        inputs: &[crate::ir::InputDecl],
         outputs: &[String],
     ) -> Result<(), SectionMismatch> {
         let bad = |field: &str, reason: String| SectionMismatch {

@@ -1,9 +1,9 @@
 //! Curated families known to the loader, and the tensors each requires with the
 //! shapes its config implies. Later families add a variant and a table here.
 
+use super::bert_names::{layer_names, Variant};
 use super::config::Config;
 use super::tensors::TensorIndex;
-use crate::curated::bert::{layer_names, Variant};
 
 /// A curated family (families.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -9,6 +9,7 @@
 //! # Ok::<(), cyb_llm::LoadError>(())
 //! ```
 
+pub mod bert_names;
 pub mod config;
 pub mod container;
 pub mod digest;
@@ -59,7 +60,7 @@ pub struct Model {
     pub family: Option<Family>,
     pub exec_path: ExecPath,
     /// The validated `graph` section, if the file has one.
-    pub graph: Option<crate::graph::Graph>,
+    pub graph: Option<crate::ir::Graph>,
 }
 
 impl Model {
@@ -185,6 +186,24 @@ pub(crate) fn toml_error(
     }
 }
 
+/// Parses and validates the body of the `graph` section of the model at
+/// `path` (first body line `first_line`) against its tensor index.
+fn graph_section(
+    path: &Path,
+    body: &str,
+    first_line: usize,
+    tensors: &TensorIndex,
+) -> Result<crate::ir::Graph, LoadError> {
+    let doc = crate::ir::GraphDoc::from_toml(body)
+        .map_err(|e| toml_error(path, "graph", body, first_line, &e))?;
+    let weight = |name: &str| {
+        tensors.get(name).map(|e| {
+            crate::backend::TensorInfo::new(&e.shape, crate::ir::bound_dtype(&e.shape, e.dtype))
+        })
+    };
+    crate::ir::Graph::build(&doc, &weight).map_err(|e| e.into_load_error(path))
+}
+
 fn parse_toml<T: serde::de::DeserializeOwned>(
     path: &Path,
     text: &str,
@@ -283,14 +302,7 @@ pub fn load(path: impl AsRef<Path>) -> Result<Model, LoadError> {
         check_family(path, f, &config, &tensors)?;
     }
     let graph = section("graph")
-        .map(|s| {
-            crate::graph::Graph::from_section(
-                path,
-                &text[s.body.clone()],
-                s.header_line + 1,
-                &tensors,
-            )
-        })
+        .map(|s| graph_section(path, &text[s.body.clone()], s.header_line + 1, &tensors))
         .transpose()?;
     Ok(Model {
         path: path.to_path_buf(),

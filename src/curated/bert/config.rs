@@ -1,19 +1,8 @@
 //! The BertStyle hyper-parameters, read from the `config` section (families.md).
 
 use crate::error::ExecutionError;
+use crate::loader::bert_names::Variant;
 use crate::loader::Config;
-
-/// Which position-id convention the checkpoint was trained with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    /// `bert` (MiniLM, bge, e5, gte): positions `0..len`.
-    Bert,
-    /// `roberta` / `xlm-roberta`: positions start at `padding_idx + 1`.
-    Roberta,
-    /// `distilbert`: positions `0..len`, no token types, its own tensor names
-    /// (`transformer.layer.N.attention.q_lin`, `sa_layer_norm`, `ffn.lin1`, ...).
-    DistilBert,
-}
 
 /// The MLP activation (`hidden_act`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

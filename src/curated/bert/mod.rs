@@ -25,7 +25,8 @@
 pub mod config;
 mod pool;
 
-pub use config::{Activation, BertConfig, Pooling, ProblemType, Variant};
+pub use crate::loader::bert_names::{layer_names, Variant};
+pub use config::{Activation, BertConfig, Pooling, ProblemType};
 pub use pool::{l2_normalize, pool};
 
 use super::{Linear, WeightBinder};
@@ -110,40 +111,6 @@ enum Head {
     Roberta { dense: Linear, out_proj: Linear },
     /// DistilBERT: `pre_classifier` (ReLU), then `classifier`.
     Distil { pre: Linear, classifier: Linear },
-}
-
-/// Per-layer tensor names (without `.weight` / `.bias`) of `variant`: the layer
-/// stack prefix (`{stack}.{i}.{name}`), then query, key, value, attention output,
-/// attention norm, MLP in, MLP out and MLP norm.
-pub fn layer_names(variant: Variant) -> (&'static str, [&'static str; 8]) {
-    match variant {
-        Variant::DistilBert => (
-            "transformer.layer",
-            [
-                "attention.q_lin",
-                "attention.k_lin",
-                "attention.v_lin",
-                "attention.out_lin",
-                "sa_layer_norm",
-                "ffn.lin1",
-                "ffn.lin2",
-                "output_layer_norm",
-            ],
-        ),
-        Variant::Bert | Variant::Roberta => (
-            "encoder.layer",
-            [
-                "attention.self.query",
-                "attention.self.key",
-                "attention.self.value",
-                "attention.output.dense",
-                "attention.output.LayerNorm",
-                "intermediate.dense",
-                "output.dense",
-                "output.LayerNorm",
-            ],
-        ),
-    }
 }
 
 /// BertStyle's composite weights: linear layers with a bias, LayerNorms.

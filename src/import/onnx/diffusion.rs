@@ -2,7 +2,7 @@
 //! command line or in a TOML file, with the inputs' roles that were left out
 //! found from the graph, then checked against it.
 
-use crate::graph::GraphDoc;
+use crate::ir::GraphDoc;
 use crate::loader::config::DiffusionSection;
 
 /// A `(field, reason)` pair for `ImportError::Diffusion`.

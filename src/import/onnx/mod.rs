@@ -81,7 +81,7 @@ fn attrs(node: &proto::NodeProto, dir: &Path) -> Result<HashMap<String, Attr>, S
 /// An ONNX model translated: the graph section and the tensors it reads.
 pub struct Converted {
     /// The graph section.
-    pub graph: crate::graph::GraphDoc,
+    pub graph: crate::ir::GraphDoc,
     /// The `config` section.
     pub config: Config,
     weights: Vec<translate::WeightOut>,

@@ -10,7 +10,7 @@ use super::translate::{Translator, Val, VarSrc, WeightData, WeightOut, Why};
 use crate::backend::cpu::reference;
 use crate::backend::{IntOp, Op, Tensor};
 use crate::dtype::DType;
-use crate::graph::GraphOp;
+use crate::ir::GraphOp;
 
 /// Run-time integer vectors up to this length are tracked element by element.
 const TRACKED: usize = 64;

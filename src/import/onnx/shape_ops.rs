@@ -7,7 +7,7 @@ use super::sym::Sym;
 use super::translate::{broadcast, normalize_axis, Attr, OnnxNode, Translator, Val, Why};
 use crate::backend::Op;
 use crate::dtype::DType;
-use crate::graph::GraphOp;
+use crate::ir::GraphOp;
 
 /// The most values a padded dim of a reflect, edge or wrap `Pad` may have: its
 /// source positions become an import-time index tensor.
@@ -126,8 +126,7 @@ impl Translator {
             let Some(len) = shape[a].dim() else {
                 return Ok(false);
             };
-            let (s, step, l) =
-                crate::graph::ops::onnx_slice_axis(starts[k], ends[k], steps[k], len)?;
+            let (s, step, l) = crate::ir::ops::onnx_slice_axis(starts[k], ends[k], steps[k], len)?;
             st[a] = s;
             sp[a] = step;
             out_shape[a] = l;
@@ -180,7 +179,7 @@ impl Translator {
                         if let (Some(len), Some(&s), Some(&e), Some(&st)) =
                             (shape[a].dim(), s.get(j), e.get(j), st.get(j))
                         {
-                            let (_, _, l) = crate::graph::ops::onnx_slice_axis(s, e, st, len)?;
+                            let (_, _, l) = crate::ir::ops::onnx_slice_axis(s, e, st, len)?;
                             dims[a] = Some(Sym::known(l as i64));
                         }
                     }

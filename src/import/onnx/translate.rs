@@ -17,7 +17,7 @@ use super::sym::Sym;
 use crate::backend::cpu::reference;
 use crate::backend::{CmpOp, IntOp, Op, ReduceKind, Tensor, TensorInfo};
 use crate::dtype::DType;
-use crate::graph::{GraphDoc, GraphOp, InputDecl, NodeDecl};
+use crate::ir::{GraphDoc, GraphOp, InputDecl, NodeDecl};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -557,7 +557,7 @@ impl Translator {
     /// and encodings.
     pub(super) fn emit(
         &mut self,
-        gop: &crate::graph::GraphOp,
+        gop: &crate::ir::GraphOp,
         inputs: Vec<String>,
         outs: &[&str],
         outputs: Vec<OutDims>,
@@ -735,7 +735,7 @@ impl Translator {
             if s.len() == 1 && axes.len() == 1 {
                 let len = data.len() as i64;
                 let (b, e) =
-                    crate::graph::ops::slice_range(starts[0], Some(ends[0].min(len)), len as usize);
+                    crate::ir::ops::slice_range(starts[0], Some(ends[0].min(len)), len as usize);
                 let part = data[b..e].to_vec();
                 self.set(
                     out0,
@@ -756,7 +756,7 @@ impl Translator {
                 .dim()
                 .ok_or("Slice along a symbolic axis")?;
             let end = ends[k].clamp(-(len as i64) - 1, len as i64);
-            let (b, e) = crate::graph::ops::slice_range(starts[k], Some(end), len);
+            let (b, e) = crate::ir::ops::slice_range(starts[k], Some(end), len);
             let next = if k + 1 == axes.len() {
                 out0.to_string()
             } else {

@@ -2,7 +2,7 @@
 //! the `[tts]` section, checked against the graph's inputs.
 
 use crate::error::ImportError;
-use crate::graph::GraphDoc;
+use crate::ir::GraphDoc;
 use crate::loader::config::{TtsSection, TTS_INPUTS};
 use crate::speak::VoiceConfig;
 use std::path::{Path, PathBuf};

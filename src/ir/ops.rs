@@ -8,7 +8,7 @@
 //! The run-time shape ops of the ONNX path ([`GraphOp::is_run_time_shape`]:
 //! `ReshapeTo`, `ExpandTo`, `ConstantOfShape`, `RangeOf`, `NonZero`, `SliceTo`,
 //! `PadTo`, `Unsqueeze`, `Squeeze`) read their integer inputs (or the input's
-//! shape) per call and are bound in [`super::bind`].
+//! shape) per call and are bound by the executor (`graph::bind`).
 
 use crate::backend::{CmpOp, IntOp, LstmSpec, Mask, Op, ReduceKind, RnnDirection, RopeStyle};
 use crate::dtype::DType;
@@ -678,7 +678,7 @@ impl GraphOp {
         }
     }
 
-    /// Whether the op is one of the run-time shape ops bound per call in [`super::bind`].
+    /// Whether the op is one of the run-time shape ops bound per call (`graph::bind`).
     pub fn is_run_time_shape(&self) -> bool {
         matches!(
             self,
