@@ -174,8 +174,15 @@ fn model_doc_string(text: &str) -> Vec<u8> {
 /// so only the documentation string is harmless here.
 #[test]
 fn onnx_documentation_string_imports_identically() {
-    for case in ["binary_add", "conv2d_groups_no_bias", "gemm_alpha_beta_no_transpose"] {
-        let path = root().join("tests/fixtures/onnx/ops").join(case).join("model.onnx");
+    for case in [
+        "binary_add",
+        "conv2d_groups_no_bias",
+        "gemm_alpha_beta_no_transpose",
+    ] {
+        let path = root()
+            .join("tests/fixtures/onnx/ops")
+            .join(case)
+            .join("model.onnx");
         let dir = tempfile::tempdir().unwrap();
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));
         for d in [&a, &b] {

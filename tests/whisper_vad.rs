@@ -315,5 +315,8 @@ fn word_timestamps_with_vad_are_on_the_original_timeline() {
         assert_eq!(s.end, s.words[s.words.len() - 1].end);
     }
     eprintln!("{} words, max |time diff| {worst:.3} s", got_words.len());
-    assert!(worst <= 0.02, "a word time is {worst:.3} s from faster-whisper's");
+    assert!(
+        worst <= 0.02,
+        "a word time is {worst:.3} s from faster-whisper's"
+    );
 }

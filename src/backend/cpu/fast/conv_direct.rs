@@ -84,7 +84,10 @@ pub(super) fn conv2d(
 ) {
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
     let cout = a.w_shape[0];
-    assert!(applies(a), "conv_direct: not a direct convolution on this CPU");
+    assert!(
+        applies(a),
+        "conv_direct: not a direct convolution on this CPU"
+    );
     let plan = Plan::new(a, wide);
     let og = cout / a.groups;
     let taps = plan.offsets.len();
