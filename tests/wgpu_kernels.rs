@@ -511,12 +511,28 @@ fn slice_matches_reference() {
 /// GPU against the reference's f64).
 const IMAGE_TOL: f32 = 1e-5;
 
-/// `op` on `[x, w]` and on `[x, w, b]` (a random bias of `bias_len` values).
-fn check_with_and_without_bias(op: &Op, x: &Tensor, w: &Tensor, bias_len: usize, seed: &str) {
+/// Each `(x shape, w shape, op)` of `cases` on random `[x, w]` and on `[x, w,
+/// b]` (b: a random bias, one value per output channel), f32 or `dtype` weights.
+fn check_convs(seed: &str, cases: &[([usize; 4], [usize; 4], Op)], dtype: DType) {
     let mut r = rng(seed);
-    check(op, &[x.clone(), w.clone()], IMAGE_TOL, 0.0);
-    let b = rand_tensor(&mut r, &[bias_len]);
-    check(op, &[x.clone(), w.clone(), b], IMAGE_TOL, 0.0);
+    for (xs, ws, op) in cases {
+        let x = rand_tensor(&mut r, xs);
+        let w = rand_weight(&mut r, ws, dtype);
+        let outs = op.infer(&[x.info().clone(), w.info().clone()]).unwrap();
+        check(op, &[x.clone(), w.clone()], IMAGE_TOL, 0.0);
+        let b = rand_tensor(&mut r, &[outs[0].shape[1]]);
+        check(op, &[x, w, b], IMAGE_TOL, 0.0);
+    }
+}
+
+/// A Conv2d of steps `stride`, pads `[top, left, bottom, right]`, dilation and groups.
+fn conv2d(stride: [usize; 2], pads: [usize; 4], dilation: [usize; 2], groups: usize) -> Op {
+    Op::Conv2d {
+        stride,
+        pads,
+        dilation,
+        groups,
+    }
 }
 
 /// Conv2d: pads (uneven too), strides, dilations, groups (depthwise too),
@@ -524,126 +540,91 @@ fn check_with_and_without_bias(op: &Op, x: &Tensor, w: &Tensor, bias_len: usize,
 /// batches of 1 to 3, with and without bias, f32 and f16 weights.
 #[test]
 fn conv2d_matches_reference() {
-    let mut r = rng("conv2d_matches_reference");
-    type Case = (
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        [usize; 4],
-        [usize; 2],
-        usize,
-    );
-    let cases: [Case; 7] = [
-        ([1, 3, 7, 9], [5, 3, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1),
-        ([2, 4, 8, 6], [6, 2, 3, 2], [2, 1], [0, 1, 2, 0], [1, 2], 2),
-        ([2, 6, 9, 9], [6, 1, 3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 6),
-        ([1, 5, 10, 11], [7, 5, 1, 1], [1, 1], [0; 4], [1, 1], 1),
+    let cases = [
+        (
+            [1, 3, 7, 9],
+            [5, 3, 3, 3],
+            conv2d([1, 1], [1; 4], [1, 1], 1),
+        ),
+        (
+            [2, 4, 8, 6],
+            [6, 2, 3, 2],
+            conv2d([2, 1], [0, 1, 2, 0], [1, 2], 2),
+        ),
+        (
+            [2, 6, 9, 9],
+            [6, 1, 3, 3],
+            conv2d([1, 1], [1; 4], [1, 1], 6),
+        ),
+        (
+            [1, 5, 10, 11],
+            [7, 5, 1, 1],
+            conv2d([1, 1], [0; 4], [1, 1], 1),
+        ),
         (
             [1, 3, 12, 12],
             [9, 3, 5, 5],
-            [2, 2],
-            [2, 2, 2, 2],
-            [2, 2],
-            1,
+            conv2d([2, 2], [2; 4], [2, 2], 1),
         ),
-        ([3, 8, 5, 5], [12, 2, 3, 3], [1, 2], [1, 0, 1, 1], [1, 1], 4),
-        ([2, 3, 4, 4], [3, 3, 4, 4], [3, 3], [3, 2, 1, 3], [1, 1], 1),
+        (
+            [3, 8, 5, 5],
+            [12, 2, 3, 3],
+            conv2d([1, 2], [1, 0, 1, 1], [1, 1], 4),
+        ),
+        (
+            [2, 3, 4, 4],
+            [3, 3, 4, 4],
+            conv2d([3, 3], [3, 2, 1, 3], [1, 1], 1),
+        ),
     ];
-    for (xs, ws, stride, pads, dilation, groups) in cases {
-        let op = Op::Conv2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-        };
-        let x = rand_tensor(&mut r, &xs);
-        let w = rand_tensor(&mut r, &ws);
-        check_with_and_without_bias(&op, &x, &w, ws[0], "conv2d bias");
-    }
-    let x = rand_tensor(&mut r, &[1, 4, 6, 5]);
-    let w = rand_weight(&mut r, &[5, 4, 3, 3], DType::F16);
-    let op = Op::Conv2d {
-        stride: [1, 1],
-        pads: [1; 4],
-        dilation: [1, 1],
-        groups: 1,
-    };
-    check_with_and_without_bias(&op, &x, &w, 5, "conv2d f16 bias");
+    check_convs("conv2d_matches_reference", &cases, DType::F32);
+    let f16 = [(
+        [1, 4, 6, 5],
+        [5, 4, 3, 3],
+        conv2d([1, 1], [1; 4], [1, 1], 1),
+    )];
+    check_convs("conv2d_f16_weights_match_reference", &f16, DType::F16);
 }
 
-/// ConvTranspose2d: strides with output padding, cropping, dilation, groups,
-/// batches, with and without bias.
+/// ConvTranspose2d: strides with output padding, cropping, dilation, groups
+/// (depthwise too), batches, odd output channel counts, with and without bias.
 #[test]
 fn conv_transpose2d_matches_reference() {
-    let mut r = rng("conv_transpose2d_matches_reference");
-    type Case = (
-        [usize; 4],
-        [usize; 4],
-        [usize; 2],
-        [usize; 4],
-        [usize; 2],
-        usize,
-        [usize; 2],
-    );
-    let cases: [Case; 5] = [
+    let t = |stride, pads, dilation, groups, out_pad| Op::ConvTranspose2d {
+        stride,
+        pads,
+        dilation,
+        groups,
+        out_pad,
+    };
+    let cases = [
         (
             [1, 3, 5, 6],
             [3, 5, 3, 3],
-            [1, 1],
-            [1, 1, 1, 1],
-            [1, 1],
-            1,
-            [0, 0],
+            t([1, 1], [1; 4], [1, 1], 1, [0, 0]),
         ),
         (
             [2, 4, 4, 5],
             [4, 3, 4, 4],
-            [2, 2],
-            [1, 1, 1, 1],
-            [1, 1],
-            1,
-            [0, 0],
+            t([2, 2], [1; 4], [1, 1], 1, [0, 0]),
         ),
         (
             [1, 6, 3, 4],
             [6, 1, 3, 2],
-            [2, 3],
-            [0, 1, 1, 0],
-            [2, 1],
-            2,
-            [1, 2],
+            t([2, 3], [0, 1, 1, 0], [2, 1], 2, [1, 2]),
         ),
         (
             [2, 5, 4, 4],
             [5, 1, 3, 3],
-            [1, 1],
-            [0; 4],
-            [1, 1],
-            5,
-            [0, 0],
+            t([1, 1], [0; 4], [1, 1], 5, [0, 0]),
         ),
         (
             [1, 4, 7, 3],
             [4, 7, 2, 2],
-            [2, 2],
-            [0; 4],
-            [1, 1],
-            1,
-            [1, 0],
+            t([2, 2], [0; 4], [1, 1], 1, [1, 0]),
         ),
     ];
-    for (xs, ws, stride, pads, dilation, groups, out_pad) in cases {
-        let op = Op::ConvTranspose2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-            out_pad,
-        };
-        let x = rand_tensor(&mut r, &xs);
-        let w = rand_tensor(&mut r, &ws);
-        check_with_and_without_bias(&op, &x, &w, ws[1] * groups, "conv_transpose2d bias");
-    }
+    check_convs("conv_transpose2d_matches_reference", &cases, DType::F32);
 }
 
 /// Conv1d (a Conv2d of height 1 on the GPU): strides and padding.
@@ -654,7 +635,9 @@ fn conv1d_matches_reference() {
         let op = Op::Conv1d { stride, padding };
         let x = rand_tensor(&mut r, &[cin, len]);
         let w = rand_tensor(&mut r, &[cout, cin, k]);
-        check_with_and_without_bias(&op, &x, &w, cout, "conv1d bias");
+        check(&op, &[x.clone(), w.clone()], IMAGE_TOL, 0.0);
+        let b = rand_tensor(&mut r, &[cout]);
+        check(&op, &[x, w, b], IMAGE_TOL, 0.0);
     }
 }
 

@@ -765,6 +765,27 @@ impl Op {
         }
     }
 
+    /// `(stride, pads, dilation, groups)` of a [`Op::Conv2d`] or
+    /// [`Op::ConvTranspose2d`]; None for other ops.
+    pub fn conv_attrs(&self) -> Option<([usize; 2], [usize; 4], [usize; 2], usize)> {
+        match self {
+            Op::Conv2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+            }
+            | Op::ConvTranspose2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+                ..
+            } => Some((*stride, *pads, *dilation, *groups)),
+            _ => None,
+        }
+    }
+
     /// Checks the inputs (count, dtypes, shapes) and returns the outputs' infos.
     /// Every shape computation is checked: inputs whose dimensions would overflow
     /// give `ShapeMismatch`, and outputs whose byte size does not fit an `isize`

@@ -32,41 +32,31 @@ fn dims4(s: &[usize]) -> [usize; 4] {
 impl Conv {
     /// The convolution of `op` on inputs `x`, `w` giving `y`; None for other ops.
     fn of(op: &Op, x: &[usize], w: &[usize], y: &[usize]) -> Option<Conv> {
-        Some(match op {
-            Op::Conv2d {
-                stride,
-                pads,
-                dilation,
-                groups,
-            }
-            | Op::ConvTranspose2d {
-                stride,
-                pads,
-                dilation,
-                groups,
-                ..
-            } => Conv {
+        if let Some((stride, pads, dilation, groups)) = op.conv_attrs() {
+            return Some(Conv {
                 x: dims4(x),
                 out: dims4(y),
                 kernel: [w[2], w[3]],
-                stride: *stride,
-                dilation: *dilation,
+                stride,
+                dilation,
                 pads: [pads[0], pads[1]],
-                groups: *groups,
+                groups,
                 transposed: matches!(op, Op::ConvTranspose2d { .. }),
-            },
-            // [Cin, L] by [Cout, Cin, k]: a Conv2d of one batch entry and height 1.
-            Op::Conv1d { stride, padding } => Conv {
-                x: [1, x[0], 1, x[1]],
-                out: [1, y[0], 1, y[1]],
-                kernel: [1, w[2]],
-                stride: [1, *stride],
-                dilation: [1, 1],
-                pads: [0, *padding],
-                groups: 1,
-                transposed: false,
-            },
-            _ => return None,
+            });
+        }
+        // [Cin, L] by [Cout, Cin, k]: a Conv2d of one batch entry and height 1.
+        let Op::Conv1d { stride, padding } = op else {
+            return None;
+        };
+        Some(Conv {
+            x: [1, x[0], 1, x[1]],
+            out: [1, y[0], 1, y[1]],
+            kernel: [1, w[2]],
+            stride: [1, *stride],
+            dilation: [1, 1],
+            pads: [0, *padding],
+            groups: 1,
+            transposed: false,
         })
     }
 
