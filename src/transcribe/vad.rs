@@ -197,7 +197,7 @@ impl Vad {
                     name: ["speech_probs", "hn", "cn"][i].into(),
                     required_by: "the VAD (Silero's outputs)".into(),
                 })?;
-                Ok(self.graph.dispatcher().primary().try_download_f32(t)?)
+                self.graph.dispatcher().primary().try_download_f32(t)
             };
             probs.extend(read(0)?);
             h = read(1)?;
