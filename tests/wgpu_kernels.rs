@@ -507,6 +507,168 @@ fn slice_matches_reference() {
     }
 }
 
+/// One-op tolerance of the f32 convolutions and group norms (f32 sums on the
+/// GPU against the reference's f64).
+const IMAGE_TOL: f32 = 1e-5;
+
+/// Each `(x shape, w shape, op)` of `cases` on random `[x, w]` and on `[x, w,
+/// b]` (b: a random bias, one value per output channel), f32 or `dtype` weights.
+fn check_convs(seed: &str, cases: &[([usize; 4], [usize; 4], Op)], dtype: DType) {
+    let mut r = rng(seed);
+    for (xs, ws, op) in cases {
+        let x = rand_tensor(&mut r, xs);
+        let w = rand_weight(&mut r, ws, dtype);
+        let outs = op.infer(&[x.info().clone(), w.info().clone()]).unwrap();
+        check(op, &[x.clone(), w.clone()], IMAGE_TOL, 0.0);
+        let b = rand_tensor(&mut r, &[outs[0].shape[1]]);
+        check(op, &[x, w, b], IMAGE_TOL, 0.0);
+    }
+}
+
+/// A Conv2d of steps `stride`, pads `[top, left, bottom, right]`, dilation and groups.
+fn conv2d(stride: [usize; 2], pads: [usize; 4], dilation: [usize; 2], groups: usize) -> Op {
+    Op::Conv2d {
+        stride,
+        pads,
+        dilation,
+        groups,
+    }
+}
+
+/// Conv2d: pads (uneven too), strides, dilations, groups (depthwise too),
+/// channel counts that are no multiple of the kernel's 4 per invocation,
+/// batches of 1 to 3, with and without bias, f32 and f16 weights.
+#[test]
+fn conv2d_matches_reference() {
+    let cases = [
+        (
+            [1, 3, 7, 9],
+            [5, 3, 3, 3],
+            conv2d([1, 1], [1; 4], [1, 1], 1),
+        ),
+        (
+            [2, 4, 8, 6],
+            [6, 2, 3, 2],
+            conv2d([2, 1], [0, 1, 2, 0], [1, 2], 2),
+        ),
+        (
+            [2, 6, 9, 9],
+            [6, 1, 3, 3],
+            conv2d([1, 1], [1; 4], [1, 1], 6),
+        ),
+        (
+            [1, 5, 10, 11],
+            [7, 5, 1, 1],
+            conv2d([1, 1], [0; 4], [1, 1], 1),
+        ),
+        (
+            [1, 3, 12, 12],
+            [9, 3, 5, 5],
+            conv2d([2, 2], [2; 4], [2, 2], 1),
+        ),
+        (
+            [3, 8, 5, 5],
+            [12, 2, 3, 3],
+            conv2d([1, 2], [1, 0, 1, 1], [1, 1], 4),
+        ),
+        (
+            [2, 3, 4, 4],
+            [3, 3, 4, 4],
+            conv2d([3, 3], [3, 2, 1, 3], [1, 1], 1),
+        ),
+    ];
+    check_convs("conv2d_matches_reference", &cases, DType::F32);
+    let f16 = [(
+        [1, 4, 6, 5],
+        [5, 4, 3, 3],
+        conv2d([1, 1], [1; 4], [1, 1], 1),
+    )];
+    check_convs("conv2d_f16_weights_match_reference", &f16, DType::F16);
+}
+
+/// ConvTranspose2d: strides with output padding, cropping, dilation, groups
+/// (depthwise too), batches, odd output channel counts, with and without bias.
+#[test]
+fn conv_transpose2d_matches_reference() {
+    let t = |stride, pads, dilation, groups, out_pad| Op::ConvTranspose2d {
+        stride,
+        pads,
+        dilation,
+        groups,
+        out_pad,
+    };
+    let cases = [
+        (
+            [1, 3, 5, 6],
+            [3, 5, 3, 3],
+            t([1, 1], [1; 4], [1, 1], 1, [0, 0]),
+        ),
+        (
+            [2, 4, 4, 5],
+            [4, 3, 4, 4],
+            t([2, 2], [1; 4], [1, 1], 1, [0, 0]),
+        ),
+        (
+            [1, 6, 3, 4],
+            [6, 1, 3, 2],
+            t([2, 3], [0, 1, 1, 0], [2, 1], 2, [1, 2]),
+        ),
+        (
+            [2, 5, 4, 4],
+            [5, 1, 3, 3],
+            t([1, 1], [0; 4], [1, 1], 5, [0, 0]),
+        ),
+        (
+            [1, 4, 7, 3],
+            [4, 7, 2, 2],
+            t([2, 2], [0; 4], [1, 1], 1, [1, 0]),
+        ),
+    ];
+    check_convs("conv_transpose2d_matches_reference", &cases, DType::F32);
+}
+
+/// Conv1d (a Conv2d of height 1 on the GPU): strides and padding.
+#[test]
+fn conv1d_matches_reference() {
+    let mut r = rng("conv1d_matches_reference");
+    for (cin, len, cout, k, stride, padding) in [(3, 17, 5, 3, 1, 1), (2, 30, 7, 4, 2, 0)] {
+        let op = Op::Conv1d { stride, padding };
+        let x = rand_tensor(&mut r, &[cin, len]);
+        let w = rand_tensor(&mut r, &[cout, cin, k]);
+        check(&op, &[x.clone(), w.clone()], IMAGE_TOL, 0.0);
+        let b = rand_tensor(&mut r, &[cout]);
+        check(&op, &[x, w, b], IMAGE_TOL, 0.0);
+    }
+}
+
+/// GroupNorm (instance norm as groups = C, rank 2 and 4 inputs, groups whose
+/// values span many loop turns of the workgroup) and GroupNormAffine.
+#[test]
+fn group_norms_match_reference() {
+    let mut r = rng("group_norms_match_reference");
+    let cases: [(&[usize], usize); 5] = [
+        (&[2, 6, 5, 7], 3),
+        (&[1, 5, 17], 5),
+        (&[3, 4], 2),
+        (&[1, 4, 33, 33], 2),
+        (&[2, 9, 3, 1], 1),
+    ];
+    for (shape, groups) in cases {
+        let c = shape[1];
+        let x = rand_tensor(&mut r, shape);
+        let (g, b) = (rand_tensor(&mut r, &[c]), rand_tensor(&mut r, &[c]));
+        let op = Op::GroupNorm { groups, eps: 1e-5 };
+        check(&op, &[x.clone(), g, b], IMAGE_TOL, 0.0);
+        let (g, b) = (
+            rand_tensor(&mut r, &[groups]),
+            rand_tensor(&mut r, &[groups]),
+        );
+        let (gamma, beta) = (rand_tensor(&mut r, &[c]), rand_tensor(&mut r, &[c]));
+        let op = Op::GroupNormAffine { groups, eps: 1e-6 };
+        check(&op, &[x, g, b, gamma, beta], IMAGE_TOL, 0.0);
+    }
+}
+
 #[test]
 fn unsupported_ops_are_declined() {
     let g = gpu();
@@ -523,4 +685,16 @@ fn unsupported_ops_are_declined() {
     let q = TensorInfo::new(&[1, 2, 8], DType::F32);
     let k = TensorInfo::new(&[4, 2, 8], DType::F32);
     assert!(!g.supports(&pad, &[q, k.clone(), k]));
+    let conv = Op::Conv2d {
+        stride: [1, 1],
+        pads: [0; 4],
+        dilation: [1, 1],
+        groups: 1,
+    };
+    let x = TensorInfo::new(&[1, 32, 4, 4], DType::F32);
+    let w = TensorInfo::new(&[8, 32, 1, 1], DType::Q8_0);
+    assert!(!g.supports(&conv, &[x, w]), "quantized conv weights");
+    let x = TensorInfo::new(&[1, 1, 1 << 17, 1 << 14], DType::F32);
+    let w = TensorInfo::new(&[1, 1, 1, 1], DType::F32);
+    assert!(!g.supports(&conv, &[x, w]), "input larger than one binding");
 }

@@ -603,6 +603,10 @@ pub fn broadcast_shape(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     Some(out)
 }
 
+/// `(stride [sh, sw], pads [top, left, bottom, right], dilation [dh, dw],
+/// groups)` of a convolution.
+pub type ConvAttrs = ([usize; 2], [usize; 4], [usize; 2], usize);
+
 impl Op {
     /// The op's name in ops.md (used in errors and dispatch records).
     pub fn name(&self) -> &'static str {
@@ -761,6 +765,27 @@ impl Op {
                 pos: *pos,
                 base: 0.0,
             }),
+            _ => None,
+        }
+    }
+
+    /// The [`ConvAttrs`] of a [`Op::Conv2d`] or [`Op::ConvTranspose2d`];
+    /// None for other ops.
+    pub fn conv_attrs(&self) -> Option<ConvAttrs> {
+        match self {
+            Op::Conv2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+            }
+            | Op::ConvTranspose2d {
+                stride,
+                pads,
+                dilation,
+                groups,
+                ..
+            } => Some((*stride, *pads, *dilation, *groups)),
             _ => None,
         }
     }

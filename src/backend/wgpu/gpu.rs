@@ -238,6 +238,8 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
         "norm" => vec![file!("norm.wgsl"), reduce],
+        "group_norm" => vec![file!("group_norm.wgsl"), reduce],
+        "conv" => vec![file!("conv.wgsl")],
         "softmax" => vec![file!("softmax.wgsl")],
         "argmax" => vec![file!("argmax.wgsl")],
         "rope" => vec![file!("rope.wgsl"), file!("rope_pair.wgsl")],

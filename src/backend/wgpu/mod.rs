@@ -15,6 +15,7 @@
 
 pub mod alloc;
 mod gpu;
+mod image;
 mod ops;
 mod quiet;
 
@@ -310,11 +311,13 @@ impl Backend for WgpuBackend {
     }
 
     fn supports(&self, op: &Op, inputs: &[TensorInfo]) -> bool {
+        let Ok(outs) = op.infer(inputs) else {
+            return false;
+        };
         // Run-time integers and truth values stay on the host.
-        if op.infer(inputs).is_err()
-            || inputs
-                .iter()
-                .any(|i| matches!(i.dtype, DType::I64 | DType::Bool))
+        if inputs
+            .iter()
+            .any(|i| matches!(i.dtype, DType::I64 | DType::Bool))
         {
             return false;
         }
@@ -351,6 +354,11 @@ impl Backend for WgpuBackend {
                     && inputs[0].shape[2] <= 256
                     && inputs[2].shape[2] <= 256
             }
+            Op::Conv2d { .. }
+            | Op::ConvTranspose2d { .. }
+            | Op::Conv1d { .. }
+            | Op::GroupNorm { .. }
+            | Op::GroupNormAffine { .. } => image::fits(inputs, &outs, self.gpu.max_binding()),
             Op::Sample(p) => p.temperature <= 0.0 && (p.repeat_penalty == 1.0 || inputs.len() == 1),
             _ => false,
         }

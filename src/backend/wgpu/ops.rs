@@ -2,6 +2,7 @@
 
 use super::alloc::GpuBuf;
 use super::gpu::{deq_name, Gpu, Params, Recorder, Weight, WG};
+use super::image;
 use crate::backend::{Mask, Op, RopeStyle, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
@@ -14,7 +15,7 @@ const MV_ROWS: usize = 4;
 /// Values per workgroup in the first argmax stage of long rows.
 const ARGMAX_CHUNK: usize = 4096;
 
-fn unsupported(what: &str, dtype: DType) -> ExecutionError {
+pub(super) fn unsupported(what: &str, dtype: DType) -> ExecutionError {
     ExecutionError::UnsupportedOp {
         op: what.to_string(),
         backend: "wgpu".into(),
@@ -28,7 +29,11 @@ fn f(v: f32) -> u32 {
 
 /// A GPU handle for an activation input: device tensors as they are, host
 /// values uploaded into a frame buffer.
-fn act(gpu: &Gpu, rec: &mut Recorder, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
+pub(super) fn act(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    t: &Tensor,
+) -> Result<wgpu::Buffer, ExecutionError> {
     match t.storage() {
         Storage::Device(d) => d
             .as_any()
@@ -49,7 +54,8 @@ fn act(gpu: &Gpu, rec: &mut Recorder, t: &Tensor) -> Result<wgpu::Buffer, Execut
     }
 }
 
-fn out(
+/// A frame buffer for output `info`, and the device tensor over it.
+pub(super) fn out(
     gpu: &Gpu,
     rec: &mut Recorder,
     info: &TensorInfo,
@@ -224,7 +230,7 @@ fn with_weight(
 }
 
 /// A small vector weight (norm gain, bias) decoded to f32, one buffer.
-fn vector(gpu: &Gpu, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
+pub(super) fn vector(gpu: &Gpu, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
     let w: Arc<Weight> = gpu.weight(t, t.numel().max(1), true)?;
     w.chunks
         .first()
@@ -233,7 +239,11 @@ fn vector(gpu: &Gpu, t: &Tensor) -> Result<wgpu::Buffer, ExecutionError> {
 }
 
 /// A table weight (rows of `row_values` f32 values) in one buffer.
-fn vector_rows(gpu: &Gpu, t: &Tensor, row_values: usize) -> Result<wgpu::Buffer, ExecutionError> {
+pub(super) fn vector_rows(
+    gpu: &Gpu,
+    t: &Tensor,
+    row_values: usize,
+) -> Result<wgpu::Buffer, ExecutionError> {
     let w: Arc<Weight> = gpu.weight(t, row_values.max(1), true)?;
     match w.chunks.as_slice() {
         [c] => Ok(c.buf.clone()),
@@ -837,6 +847,12 @@ pub fn run(
                 )?;
             }
             Ok(vec![t])
+        }
+        Op::Conv2d { .. } | Op::ConvTranspose2d { .. } | Op::Conv1d { .. } => {
+            image::conv(gpu, rec, op, inputs, outs)
+        }
+        Op::GroupNorm { groups, eps } | Op::GroupNormAffine { groups, eps } => {
+            image::group_norm(gpu, rec, *groups, *eps, inputs, outs)
         }
         _ => Err(unsupported(
             op.name(),

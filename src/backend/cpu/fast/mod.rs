@@ -38,6 +38,19 @@ pub fn execute(
     let read = |i: usize| inputs[i].read_f32(name);
     let shape0 = outs[0].shape.as_slice();
     let one = |t: Tensor| Ok(vec![t]);
+    if let Some(args) = reference::image::Conv2dArgs::of(op, &infos, &outs) {
+        let (x, w) = (read(0)?, read(1)?);
+        let b = inputs.get(2).map(|_| read(2)).transpose()?;
+        let kernel = if matches!(op, Op::ConvTranspose2d { .. }) {
+            image::conv_transpose2d
+        } else {
+            image::conv2d
+        };
+        return one(ctx.tensor_with(shape0, false, |y| {
+            kernel(pool, &args, &x, &w, b.as_deref(), y);
+            Ok(())
+        })?);
+    }
     match op {
         Op::Matmul => one(linear::matmul(
             pool, &inputs[0], &inputs[1], None, shape0, ctx,
@@ -85,44 +98,6 @@ pub fn execute(
                     shape0,
                     y,
                 );
-                Ok(())
-            })?)
-        }
-        Op::Conv2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-        }
-        | Op::ConvTranspose2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-            ..
-        } => {
-            let (x, w) = (read(0)?, read(1)?);
-            let b = if inputs.len() == 3 {
-                Some(read(2)?)
-            } else {
-                None
-            };
-            let args = reference::image::Conv2dArgs {
-                x_shape: &infos[0].shape,
-                w_shape: &infos[1].shape,
-                out_shape: shape0,
-                stride: *stride,
-                pads: *pads,
-                dilation: *dilation,
-                groups: *groups,
-            };
-            let kernel = if matches!(op, Op::ConvTranspose2d { .. }) {
-                image::conv_transpose2d
-            } else {
-                image::conv2d
-            };
-            one(ctx.tensor_with(shape0, false, |y| {
-                kernel(pool, &args, &x, &w, b.as_deref(), y);
                 Ok(())
             })?)
         }

@@ -15,6 +15,27 @@ pub(crate) struct Conv2dArgs<'a> {
     pub groups: usize,
 }
 
+impl<'a> Conv2dArgs<'a> {
+    /// The attributes of `op` (a `Conv2d` or `ConvTranspose2d`) on inputs
+    /// `[x, w, ..]` giving `outputs`; None for other ops.
+    pub(crate) fn of(
+        op: &crate::backend::Op,
+        inputs: &'a [crate::backend::TensorInfo],
+        outputs: &'a [crate::backend::TensorInfo],
+    ) -> Option<Self> {
+        let (stride, pads, dilation, groups) = op.conv_attrs()?;
+        Some(Conv2dArgs {
+            x_shape: &inputs[0].shape,
+            w_shape: &inputs[1].shape,
+            out_shape: &outputs[0].shape,
+            stride,
+            pads,
+            dilation,
+            groups,
+        })
+    }
+}
+
 /// `Conv2d` of `x` by `w` plus `b`, in plain loops.
 pub(in crate::backend::cpu) fn conv2d(
     a: &Conv2dArgs,

@@ -76,6 +76,14 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
     let name = op.name();
     let read = |i: usize| inputs[i].read_f32(name);
     let one = |data: Vec<f32>| Ok(vec![Tensor::from_f32(&outs[0].shape, data)?]);
+    if let Some(args) = image::Conv2dArgs::of(op, &infos, &outs) {
+        let b = inputs.get(2).map(|_| read(2)).transpose()?;
+        let conv = match op {
+            Op::Conv2d { .. } => image::conv2d,
+            _ => image::conv_transpose2d,
+        };
+        return one(conv(&args, &read(0)?, &read(1)?, b.as_deref()));
+    }
     match op {
         Op::Matmul => one(math::matmul(
             &read(0)?,
@@ -128,39 +136,6 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
             &infos[1].shape,
             &outs[0].shape,
         )),
-        Op::Conv2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-        }
-        | Op::ConvTranspose2d {
-            stride,
-            pads,
-            dilation,
-            groups,
-            ..
-        } => {
-            let b = if inputs.len() == 3 {
-                Some(read(2)?)
-            } else {
-                None
-            };
-            let args = image::Conv2dArgs {
-                x_shape: &infos[0].shape,
-                w_shape: &infos[1].shape,
-                out_shape: &outs[0].shape,
-                stride: *stride,
-                pads: *pads,
-                dilation: *dilation,
-                groups: *groups,
-            };
-            let conv = match op {
-                Op::Conv2d { .. } => image::conv2d,
-                _ => image::conv_transpose2d,
-            };
-            one(conv(&args, &read(0)?, &read(1)?, b.as_deref()))
-        }
         Op::AvgPool2d {
             kernel,
             stride,
