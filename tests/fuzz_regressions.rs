@@ -93,6 +93,17 @@ fn onnx_import_crashes_are_errors() {
     let cases = cases(
         "onnx_import",
         &[
+            // A wrap Pad of 12.5 million values: the import built their source
+            // positions for minutes.
+            (
+                "pad-wrap-12-million-values.onnx",
+                "at most 1048576 padded values in all",
+            ),
+            // A wrap Pad of 34 billion values: the same, without end.
+            (
+                "pad-wrap-34-billion-values.onnx",
+                "at most 1048576 padded values in all",
+            ),
             // Resize scales whose product with the input shape overflows usize.
             ("resize-scales-overflow.onnx", "shape mismatch"),
             // A Slice of a rank-0 input: indexed past its shape.

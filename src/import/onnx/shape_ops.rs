@@ -9,9 +9,10 @@ use crate::backend::Op;
 use crate::dtype::DType;
 use crate::ir::GraphOp;
 
-/// The most values a padded dim of a reflect, edge or wrap `Pad` may have: its
-/// source positions become an import-time index tensor.
-const MAX_PAD_GATHER: i64 = 1 << 24;
+/// The most source positions the reflect, edge and wrap `Pad`s of one model may
+/// have in all (each padded dim's positions are an import-time index tensor; real
+/// models pad a few dims of at most a few thousand values).
+const MAX_PAD_POSITIONS: i64 = 1 << 20;
 
 /// Dims for messages and `dims` attributes: known values, -1 otherwise.
 fn dims_attr(dims: &[Option<Sym>]) -> Vec<i64> {
@@ -416,11 +417,16 @@ impl Translator {
                 .ok_or_else(|| format!("Pad mode {mode} along a symbolic dim"))?
                 as i64;
             let (before, after) = (p[d], p[r + d]);
-            let grown = (len.checked_add(before)).and_then(|v| v.checked_add(after));
-            if grown.is_none_or(|g| g > MAX_PAD_GATHER) {
-                return Err(format!(
-                    "Pad mode {mode} grows a dim of {len} by {before}/{after} values; at most {MAX_PAD_GATHER} values per padded dim are supported (the source positions are stored in the model)"
-                ));
+            let total = (len.checked_add(before))
+                .and_then(|v| v.checked_add(after))
+                .and_then(|v| v.checked_add(self.pad_positions));
+            match total {
+                Some(t) if t <= MAX_PAD_POSITIONS => self.pad_positions = t,
+                _ => {
+                    return Err(format!(
+                        "Pad mode {mode} grows a dim of {len} by {before}/{after} values; the reflect, edge and wrap pads of a model may have at most {MAX_PAD_POSITIONS} padded values in all (their source positions are stored in the model)"
+                    ))
+                }
             }
             let src = |i: i64| -> Option<i64> {
                 match mode {

@@ -168,6 +168,8 @@ pub struct Translator {
     pub(super) shape_nodes: HashMap<String, String>,
     /// Integer constants already written: (dtype, shape, values) -> weight name.
     pub(super) int_consts: HashMap<(DType, Vec<usize>, Vec<i64>), String>,
+    /// Source positions written so far for reflect, edge and wrap `Pad`s.
+    pub(super) pad_positions: i64,
 }
 
 /// Where the run-time value of a symbolic dimension or integer is read.
@@ -245,6 +247,7 @@ impl Translator {
             sources: HashMap::new(),
             shape_nodes: HashMap::new(),
             int_consts: HashMap::new(),
+            pad_positions: 0,
         }
     }
 
