@@ -30,7 +30,7 @@ def table_rows(path):
         if not line.startswith("|") or "---" in line:
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if cells and cells[0] in ("model", "audio", "batch"):
+        if cells and cells[0] in ("model", "audio", "batch", "text"):
             continue
         rows.append(cells)
     return rows
