@@ -8,8 +8,11 @@
 #[path = "../fuzz/fuzz_targets/folder.rs"]
 mod folder;
 
+mod fs_util;
+
 use cyb_llm::import::onnx::proto::ModelProto;
 use cyb_llm::import::{import, ImportOptions};
+use fs_util::copy_dir;
 use prost::Message;
 use std::path::{Path, PathBuf};
 
@@ -55,23 +58,14 @@ fn reformatted(json: &[u8], extra: &[(&str, serde_json::Value)]) -> Vec<u8> {
     serde_json::to_vec_pretty(&reverse(v)).unwrap()
 }
 
-/// Copies the files of `from` into a fresh folder `to`.
-fn copy_folder(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
 /// Imports the folder `original` and a copy edited by `edit` (same folder
 /// name, another parent) and requires identical `.model` bytes.
 fn folder_edit_is_harmless(original: &Path, edit: impl Fn(&Path)) {
     let dir = tempfile::tempdir().unwrap();
     let name = original.file_name().unwrap();
     let (a, b) = (dir.path().join("a"), dir.path().join("b"));
-    copy_folder(original, &a.join(name));
-    copy_folder(original, &b.join(name));
+    copy_dir(original, &a.join(name));
+    copy_dir(original, &b.join(name));
     edit(&b.join(name));
     let want = imported(&a.join(name), &a);
     let got = imported(&b.join(name), &b);

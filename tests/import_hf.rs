@@ -5,10 +5,13 @@
 //! - the real all-MiniLM-L6-v2 folder (`scripts/fetch-models.sh minilm`), checked against
 //!   SHA-256 sums of its tensors computed by the python safetensors package (`minilm.json`).
 
+mod fs_util;
+
 use cyb_llm::import::{import, ImportOptions, QuantChoice};
 use cyb_llm::loader::vocab::token_type;
 use cyb_llm::tokenizer::Tokenizer;
 use cyb_llm::{load, DType, ImportError, Model};
+use fs_util::copy_dir;
 use safetensors::SafeTensors;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -523,14 +526,6 @@ fn imported_models_match_transformers_logits() {
                 "{name} position {p}: max |diff| {err} vs max |logit| {absmax}"
             );
         }
-    }
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
     }
 }
 
