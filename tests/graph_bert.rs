@@ -63,7 +63,7 @@ fn import_writes_a_validated_encoder_graph() {
         .count();
     assert_eq!(ln, 1 + 2 * 6, "embedding norm + two per layer");
     // Re-emitting from the same config gives the same graph.
-    let doc = cyb_llm::graph::llama::graph_for(&model.config, &|n| model.tensors.contains(n))
+    let doc = cyb_llm::graph::graph_for(&model.config, &|n| model.tensors.contains(n))
         .unwrap()
         .unwrap();
     assert_eq!(

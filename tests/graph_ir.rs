@@ -2,7 +2,7 @@
 //! the node id and op), shape inference with dynamic dims, the op tag table.
 
 use cyb_llm::backend::TensorInfo;
-use cyb_llm::graph::llama::llama_graph;
+use cyb_llm::curated::llama::llama_graph;
 use cyb_llm::ir::{op_tag, Graph, GraphDoc, GraphError, OP_TAGS};
 use cyb_llm::loader::config::{Architecture, Config};
 use cyb_llm::DType;

@@ -229,7 +229,7 @@ fn emit_adds_the_same_graph_and_nox_needs_one() {
         }
     );
     let out = dir.path().join("emitted.model");
-    cyb_llm::graph::llama::emit_graph(&bare, &out).unwrap();
+    cyb_llm::graph::emit_graph(&bare, &out).unwrap();
     let emitted = cyb_llm::load(&out).unwrap();
     let (_d2, with_graph) = imported(SMOLLM2, false);
     let imported = cyb_llm::load(&with_graph).unwrap();
@@ -248,7 +248,7 @@ fn emit_adds_the_same_graph_and_nox_needs_one() {
     }
     // Emitting in place replaces the section (temp file + rename).
     drop(emitted);
-    cyb_llm::graph::llama::emit_graph(&cyb_llm::load(&out).unwrap(), &out).unwrap();
+    cyb_llm::graph::emit_graph(&cyb_llm::load(&out).unwrap(), &out).unwrap();
     assert_eq!(cyb_llm::load(&out).unwrap().graph, imported.graph);
     assert_eq!(
         resolve_path(

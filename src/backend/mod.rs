@@ -157,6 +157,15 @@ impl ExecContext {
         self.label.push_str(label);
     }
 
+    /// [`set_label`](Self::set_label) from format arguments, without a
+    /// temporary string.
+    pub fn set_label_args(&mut self, label: std::fmt::Arguments<'_>) {
+        use std::fmt::Write;
+        self.label.clear();
+        // Writing into a String cannot fail.
+        let _ = self.label.write_fmt(label);
+    }
+
     /// The current label.
     pub fn label(&self) -> &str {
         &self.label

@@ -196,7 +196,7 @@ pub fn run(a: GraphArgs) -> CmdResult {
     }
     if a.emit {
         let out = a.output.clone().unwrap_or_else(|| a.model.clone());
-        cyb_llm::graph::llama::emit_graph(&model, &out)?;
+        cyb_llm::graph::emit_graph(&model, &out)?;
         drop(model);
         let back = cyb_llm::load(&out)?;
         let nodes = back.graph.as_ref().map_or(0, |g| g.nodes.len());
@@ -207,7 +207,7 @@ pub fn run(a: GraphArgs) -> CmdResult {
         return Ok(ExitCode::SUCCESS);
     }
     let has = |n: &str| model.tensors.contains(n);
-    match cyb_llm::graph::llama::graph_for(&model.config, &has) {
+    match cyb_llm::graph::graph_for(&model.config, &has) {
         Some(doc) => print!("{}", doc?.to_toml()),
         None => {
             return Err(format!(

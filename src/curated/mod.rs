@@ -11,6 +11,7 @@
 pub mod bert;
 mod linear;
 pub mod llama;
+pub(crate) mod sink;
 mod weights;
 pub mod whisper;
 

@@ -14,10 +14,10 @@
 //! is all ones) and assembles the batch's [`Hidden`], so pooling is the
 //! curated family's own ([`crate::curated::bert::pool`]).
 
-use super::build::{input, Builder};
 use super::exec::GraphSession;
 use crate::backend::{Op, Tensor};
 use crate::curated::bert::{layer_names, Activation, BertConfig, Hidden};
+use crate::curated::sink::record::{input, Builder};
 use crate::error::ExecutionError;
 use crate::ir::{GraphDoc, GraphOp, MaskKind};
 use crate::loader::Config;

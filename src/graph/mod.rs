@@ -1,8 +1,8 @@
 //! The graph path (`../shared/spec/graph.md`): the graph writers, the fusion
 //! pass and the executor of the validated graph IR ([`crate::ir`]).
 //!
-//! - [`llama`]: the graph writer of the LlamaStyle family (and [`llama::graph_for`],
-//!   the writer of any family).
+//! - [`writers`]: the graph of a model of any family ([`graph_for`]), added at
+//!   import and by `cyb-llm graph --emit`.
 //! - [`bert`]: the BertStyle graph writer and the encoder call.
 //! - [`whisper`]: the WhisperStyle graph writer (encoder and decoder) and its two calls.
 //! - [`fuse`]: the fusion pass.
@@ -12,14 +12,14 @@
 
 pub mod bert;
 mod bind;
-mod build;
 pub mod exec;
 pub mod fuse;
-pub mod llama;
 pub mod text;
 pub mod whisper;
+pub mod writers;
 
 pub use exec::{GraphModel, GraphOptions, GraphSession, TextForward};
+pub use writers::{emit_graph, graph_for, write_graph_section};
 
 /// The `--path` value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,9 +19,9 @@
 //! tokens with those values given ([`decode_step`]), so the encoder runs once
 //! per window as in the curated family.
 
-use super::build::{input, Builder};
 use super::exec::GraphSession;
 use crate::backend::{Op, Tensor};
+use crate::curated::sink::record::{input, Builder};
 use crate::curated::whisper::WhisperConfig;
 use crate::error::ExecutionError;
 use crate::ir::{GraphDoc, GraphOp, MaskKind, StateDecl};

@@ -863,7 +863,7 @@ pub fn import(source: &Path, out: &Path, opts: &ImportOptions) -> Result<(), Imp
         ),
     );
     if !opts.no_graph {
-        crate::graph::llama::write_graph_section(&mut writer, &config);
+        crate::graph::write_graph_section(&mut writer, &config);
     }
     writer.write(out)
 }

@@ -3,6 +3,7 @@
 
 use super::bert_names::{layer_names, Variant};
 use super::config::Config;
+use super::llama_names::{self, LayerNames};
 use super::tensors::TensorIndex;
 
 /// A curated family (families.md).
@@ -127,111 +128,41 @@ fn llama_tensors(
         config.model_type.starts_with("gemma2") || config.model_type.starts_with("gemma3");
     let (q, kv) = (heads * head_dim, kv_heads * head_dim);
     let mut t = Vec::new();
-    push(
-        &mut t,
-        "model.embed_tokens.weight".into(),
-        vec![vocab, hidden],
-        true,
-    );
+    push(&mut t, llama_names::EMBED.into(), vec![vocab, hidden], true);
     for i in 0..layers {
-        let l = format!("model.layers.{i}");
-        push(
-            &mut t,
-            format!("{l}.input_layernorm.weight"),
-            vec![hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.q_proj.weight"),
-            vec![q, hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.k_proj.weight"),
-            vec![kv, hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.v_proj.weight"),
-            vec![kv, hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.o_proj.weight"),
-            vec![hidden, q],
-            true,
-        );
-        push(&mut t, format!("{l}.self_attn.q_proj.bias"), vec![q], false);
-        push(
-            &mut t,
-            format!("{l}.self_attn.k_proj.bias"),
-            vec![kv],
-            false,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.v_proj.bias"),
-            vec![kv],
-            false,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.q_norm.weight"),
-            vec![head_dim],
-            false,
-        );
-        push(
-            &mut t,
-            format!("{l}.self_attn.k_norm.weight"),
-            vec![head_dim],
-            false,
-        );
-        push(
-            &mut t,
-            format!("{l}.post_attention_layernorm.weight"),
-            vec![hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.pre_feedforward_layernorm.weight"),
-            vec![hidden],
-            sandwich,
-        );
-        push(
-            &mut t,
-            format!("{l}.post_feedforward_layernorm.weight"),
-            vec![hidden],
-            sandwich,
-        );
-        push(
-            &mut t,
-            format!("{l}.mlp.gate_proj.weight"),
-            vec![inter, hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.mlp.up_proj.weight"),
-            vec![inter, hidden],
-            true,
-        );
-        push(
-            &mut t,
-            format!("{l}.mlp.down_proj.weight"),
-            vec![hidden, inter],
-            true,
-        );
+        let n = LayerNames::of(i);
+        let [wq, wk, wv] = n.qkv;
+        let [bq, bk, bv] = n.qkv_bias;
+        let [qn, kn] = n.qk_norm;
+        let [pre_ff, post_ff] = n.ff_norms;
+        let [gate, up, down] = n.mlp;
+        push(&mut t, n.input_norm, vec![hidden], true);
+        push(&mut t, wq, vec![q, hidden], true);
+        push(&mut t, wk, vec![kv, hidden], true);
+        push(&mut t, wv, vec![kv, hidden], true);
+        push(&mut t, n.o, vec![hidden, q], true);
+        push(&mut t, bq, vec![q], false);
+        push(&mut t, bk, vec![kv], false);
+        push(&mut t, bv, vec![kv], false);
+        push(&mut t, qn, vec![head_dim], false);
+        push(&mut t, kn, vec![head_dim], false);
+        push(&mut t, n.post_attn_norm, vec![hidden], true);
+        push(&mut t, pre_ff, vec![hidden], sandwich);
+        push(&mut t, post_ff, vec![hidden], sandwich);
+        push(&mut t, gate, vec![inter, hidden], true);
+        push(&mut t, up, vec![inter, hidden], true);
+        push(&mut t, down, vec![hidden, inter], true);
     }
-    push(&mut t, "model.norm.weight".into(), vec![hidden], true);
+    push(&mut t, llama_names::FINAL_NORM.into(), vec![hidden], true);
     let tied = a
         .tie_word_embeddings
-        .unwrap_or(!tensors.contains("lm_head.weight"));
-    push(&mut t, "lm_head.weight".into(), vec![vocab, hidden], !tied);
+        .unwrap_or(!tensors.contains(llama_names::LM_HEAD));
+    push(
+        &mut t,
+        llama_names::LM_HEAD.into(),
+        vec![vocab, hidden],
+        !tied,
+    );
     Ok(t)
 }
 

@@ -14,6 +14,7 @@ pub mod config;
 pub mod container;
 pub mod digest;
 pub mod family;
+pub mod llama_names;
 pub mod sniff;
 pub mod tensors;
 mod toml_text;

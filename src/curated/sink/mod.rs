@@ -1,0 +1,222 @@
+//! The builder interface a family's forward is written against, once, and its
+//! two sinks (the llama.cpp way: one graph builder per architecture, run by
+//! every backend):
+//!
+//! - [`EagerSink`]: dispatches each op at once on a
+//!   [`Dispatcher`](crate::backend::Dispatcher), with the hand fusions
+//!   (`FusedQkv`, `FusedSkipNorm`, `FusedRopeAppend`, `FusedSwiGlu`): the
+//!   curated path's speed.
+//! - [`RecordingSink`]: appends each op to a [`GraphDoc`](crate::ir::GraphDoc)
+//!   in unfused primitive ops (the fusion pass fuses at load for the chosen
+//!   backend): the `graph` section an importer writes.
+//!
+//! A family binds its weights through a [`WeightSource`] (the file's tensors for
+//! the eager sink, their names for the recording sink) and runs its forward
+//! against a [`Sink`]; the hand fusions are the sink's helper methods, so the
+//! family code never says which sink it runs on.
+
+pub(crate) mod eager;
+pub(crate) mod record;
+
+pub(crate) use eager::EagerSink;
+pub(crate) use record::RecordingSink;
+
+use super::llama::LogitRows;
+use super::WeightBinder;
+use crate::backend::{Op, RopeStyle, Tensor};
+use crate::error::ExecutionError;
+use std::fmt;
+
+/// The name of a value in a recorded graph: `l{layer}.{part}` or `{part}`
+/// (made unique there with a counter); the eager sink ignores it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Label {
+    layer: Option<usize>,
+    part: &'static str,
+}
+
+impl Label {
+    /// A value of layer `layer`: `l{layer}.{part}`.
+    pub(crate) fn layer(layer: usize, part: &'static str) -> Label {
+        Label {
+            layer: Some(layer),
+            part,
+        }
+    }
+
+    /// A value outside the layers: `{part}`.
+    pub(crate) fn top(part: &'static str) -> Label {
+        Label { layer: None, part }
+    }
+}
+
+impl fmt::Display for Label {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.layer {
+            Some(i) => write!(f, "l{i}.{}", self.part),
+            None => f.write_str(self.part),
+        }
+    }
+}
+
+/// The residual stream `h + pending`: the pending addend is added where the
+/// stream is next normalized (one `FusedSkipNorm` on the eager sink).
+pub(crate) struct Residual<V> {
+    /// The stream so far.
+    pub h: V,
+    /// An addend not yet added to `h`.
+    pub pending: Option<V>,
+}
+
+/// The rotary embedding of a cached attention: pairing, rotated dims and which
+/// of the sink's rotation tables (`0` global, `1` local/sliding).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RopeSpec {
+    /// Pairing of rotated dims.
+    pub style: RopeStyle,
+    /// Rotated dims of each head.
+    pub rot_dim: usize,
+    /// Index of the sink's rotation table.
+    pub table: usize,
+}
+
+/// A causal attention over the conversation's KV cache.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct CachedAttention {
+    /// The cache's layer.
+    pub layer: usize,
+    /// Score scale; none = `1/sqrt(d)`.
+    pub scale: Option<f32>,
+    /// A sliding window of this many keys, else causal over all.
+    pub window: Option<usize>,
+    /// Key/value heads and their width (the cache's row shape).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+}
+
+/// Where a family's weights come from: `V` is the sink's value type.
+pub(crate) trait WeightSource {
+    /// A bound weight.
+    type V: Clone;
+    /// Tensor `name` (decoded to f32 once when `decode`: norm gains and
+    /// biases), `None` when the model has none.
+    fn get(&self, name: &str, decode: bool) -> Result<Option<Self::V>, ExecutionError>;
+    /// Like [`get`](Self::get), but a missing tensor is `MissingTensor`.
+    fn need(&self, name: &str, decode: bool) -> Result<Self::V, ExecutionError>;
+}
+
+impl WeightSource for WeightBinder {
+    type V = Tensor;
+    fn get(&self, name: &str, decode: bool) -> Result<Option<Tensor>, ExecutionError> {
+        WeightBinder::get(self, name, decode)
+    }
+    fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
+        WeightBinder::need(self, name, decode)
+    }
+}
+
+/// The weights of a graph being recorded: each is its tensor's name, present
+/// when `has` says the file holds it.
+pub(crate) struct GraphWeights<'a> {
+    /// Whether the file holds a tensor of this name.
+    pub has: &'a dyn Fn(&str) -> bool,
+    /// The family, named in missing-tensor errors.
+    pub family: &'static str,
+}
+
+impl WeightSource for GraphWeights<'_> {
+    type V = String;
+    fn get(&self, name: &str, _decode: bool) -> Result<Option<String>, ExecutionError> {
+        Ok((self.has)(name).then(|| name.to_string()))
+    }
+    fn need(&self, name: &str, decode: bool) -> Result<String, ExecutionError> {
+        self.get(name, decode)?
+            .ok_or_else(|| ExecutionError::MissingTensor {
+                name: name.to_string(),
+                required_by: self.family.into(),
+            })
+    }
+}
+
+/// The builder interface: each method emits one op (or one hand fusion) and
+/// returns its value. Results are the same on both sinks (the recorded graph
+/// computes what the eager sink dispatches, up to the fusion pass).
+pub(crate) trait Sink {
+    /// A value: a tensor (eager) or a graph value name (recording).
+    type V: Clone;
+
+    /// Names the model part the next ops belong to (the profile's label).
+    fn section(&mut self, label: fmt::Arguments<'_>);
+
+    /// `op(inputs)`, one output.
+    fn op(&mut self, op: Op, inputs: &[&Self::V], label: Label) -> Result<Self::V, ExecutionError>;
+
+    /// `op(inputs)` as the graph output (or named value) `name`.
+    fn output(
+        &mut self,
+        op: Op,
+        inputs: &[&Self::V],
+        name: &str,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// `x` viewed as `[-1, dims...]` (the row count from the element count).
+    fn rows_of(
+        &mut self,
+        x: Self::V,
+        dims: &[usize],
+        label: Label,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The stream normalized by `norm` (an `RmsNorm`) with gain `g`, after the
+    /// pending addend is added to it.
+    fn residual_norm(
+        &mut self,
+        r: &mut Residual<Self::V>,
+        norm: &Op,
+        g: &Self::V,
+        label: Label,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// Keeps the stream's rows that [`LogitRows`] asks for (with the pending
+    /// addend): the last row only, on the recording sink.
+    fn select_rows(
+        &mut self,
+        r: &mut Residual<Self::V>,
+        rows: LogitRows,
+    ) -> Result<(), ExecutionError>;
+
+    /// The q, k, v projections of `x` (`x W^T` with each weight, plus its bias),
+    /// viewed as `[-1, heads[j], head_dim]`.
+    fn qkv(
+        &mut self,
+        x: &Self::V,
+        w: [&Self::V; 3],
+        bias: Option<[&Self::V; 3]>,
+        heads: [usize; 3],
+        head_dim: usize,
+        layer: usize,
+    ) -> Result<[Self::V; 3], ExecutionError>;
+
+    /// Rotates q and k (`rope`), appends k and v to the layer's KV cache and
+    /// returns the attention of q over the cache `[-1, heads, head_dim]`.
+    fn cached_attention(
+        &mut self,
+        q: Self::V,
+        k: Self::V,
+        v: Self::V,
+        rope: RopeSpec,
+        attn: CachedAttention,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The gated MLP's hidden `act(x gate^T) * (x up^T)` (`act`: `Silu`,
+    /// `Gelu` or `GeluTanh`).
+    fn gated_mlp(
+        &mut self,
+        x: &Self::V,
+        gate: &Self::V,
+        up: &Self::V,
+        act: Op,
+        layer: usize,
+    ) -> Result<Self::V, ExecutionError>;
+}

@@ -1,0 +1,285 @@
+//! The recording sink: every op becomes a node of a [`GraphDoc`], in unfused
+//! primitive ops (the fusion pass fuses at load for the chosen backend).
+
+use super::{CachedAttention, Label, Residual, RopeSpec, Sink};
+use crate::backend::Op;
+use crate::curated::llama::LogitRows;
+use crate::error::ExecutionError;
+use crate::ir::ops::RopeFreqs;
+use crate::ir::{GraphDoc, GraphOp, InputDecl, MaskKind, NodeDecl, StateDecl};
+use std::fmt;
+
+/// Appends nodes with unique output names.
+pub(crate) struct Builder {
+    /// The nodes so far.
+    pub nodes: Vec<NodeDecl>,
+    fresh: usize,
+}
+
+impl Builder {
+    /// An empty graph body.
+    pub fn new() -> Self {
+        Builder {
+            nodes: Vec::new(),
+            fresh: 0,
+        }
+    }
+
+    /// A node with the given output names.
+    pub fn node(&mut self, op: GraphOp, inputs: &[&str], outputs: &[&str]) {
+        self.nodes.push(NodeDecl {
+            id: self.nodes.len(),
+            op: op.name().to_string(),
+            inputs: inputs.iter().map(|s| s.to_string()).collect(),
+            outputs: outputs.iter().map(|s| s.to_string()).collect(),
+            attrs: op.attrs(),
+            backend_hint: None,
+        });
+    }
+
+    /// One output named `name` (made unique with a counter).
+    pub fn op1(&mut self, op: GraphOp, inputs: &[&str], name: &str) -> String {
+        self.fresh += 1;
+        let out = format!("{name}#{}", self.fresh);
+        self.node(op, inputs, &[&out]);
+        out
+    }
+
+    /// `x W^T + b` for the linear layer `prefix` (`.weight`, `.bias`).
+    pub fn linear(&mut self, x: &str, prefix: &str, name: &str) -> String {
+        let y = self.op1(
+            GraphOp::Fixed(Op::Matmul),
+            &[x, &format!("{prefix}.weight")],
+            name,
+        );
+        self.op1(
+            GraphOp::Fixed(Op::Add),
+            &[&y, &format!("{prefix}.bias")],
+            name,
+        )
+    }
+
+    /// LayerNorm with the gain and bias of `prefix`.
+    pub fn layer_norm(&mut self, x: &str, prefix: &str, eps: f32, name: &str) -> String {
+        self.op1(
+            GraphOp::Fixed(Op::LayerNorm { eps }),
+            &[x, &format!("{prefix}.weight"), &format!("{prefix}.bias")],
+            name,
+        )
+    }
+}
+
+/// A graph input declaration.
+pub(crate) fn input(name: &str, dtype: &str, shape: &[i64]) -> InputDecl {
+    InputDecl {
+        name: name.into(),
+        dtype: dtype.into(),
+        shape: shape.to_vec(),
+    }
+}
+
+/// Records a decoder's graph: the token ids come in as input `tokens`, the
+/// position of the first as input `pos`, one KV-cache state per attention layer.
+pub(crate) struct RecordingSink {
+    b: Builder,
+    state: Vec<StateDecl>,
+    /// Rotation frequencies, indexed by [`RopeSpec::table`].
+    ropes: Vec<RopeFreqs>,
+}
+
+/// The name of the position input of a recorded decoder graph.
+const POS: &str = "pos";
+
+impl RecordingSink {
+    /// An empty graph whose rotation tables are `ropes`.
+    pub(crate) fn new(ropes: Vec<RopeFreqs>) -> RecordingSink {
+        RecordingSink {
+            b: Builder::new(),
+            state: Vec::new(),
+            ropes,
+        }
+    }
+
+    /// The token-ids input, as the family's forward takes it.
+    pub(crate) fn tokens(&self) -> String {
+        "tokens".into()
+    }
+
+    /// The recorded graph with output `output`: inputs `tokens` (i32 `[S]`) and
+    /// `pos` (i32 scalar).
+    pub(crate) fn finish(self, output: String) -> GraphDoc {
+        GraphDoc {
+            version: 1,
+            inputs: vec![input("tokens", "i32", &[-1]), input(POS, "i32", &[])],
+            outputs: vec![output],
+            state: self.state,
+            nodes: self.b.nodes,
+        }
+    }
+
+    fn op1(&mut self, op: GraphOp, inputs: &[&str], label: Label) -> String {
+        self.b.op1(op, inputs, &label.to_string())
+    }
+}
+
+fn strs<'s>(inputs: &[&'s String]) -> Vec<&'s str> {
+    inputs.iter().map(|s| s.as_str()).collect()
+}
+
+fn dims(rows: &[usize]) -> Vec<i64> {
+    std::iter::once(-1)
+        .chain(rows.iter().map(|&d| d as i64))
+        .collect()
+}
+
+impl Sink for RecordingSink {
+    type V = String;
+
+    fn section(&mut self, _label: fmt::Arguments<'_>) {}
+
+    fn op(&mut self, op: Op, inputs: &[&String], label: Label) -> Result<String, ExecutionError> {
+        Ok(self.op1(GraphOp::Fixed(op), &strs(inputs), label))
+    }
+
+    fn output(&mut self, op: Op, inputs: &[&String], name: &str) -> Result<String, ExecutionError> {
+        self.b.node(GraphOp::Fixed(op), &strs(inputs), &[name]);
+        Ok(name.to_string())
+    }
+
+    fn rows_of(
+        &mut self,
+        x: String,
+        rows: &[usize],
+        label: Label,
+    ) -> Result<String, ExecutionError> {
+        Ok(self.op1(GraphOp::Reshape(dims(rows)), &[&x], label))
+    }
+
+    fn residual_norm(
+        &mut self,
+        r: &mut Residual<String>,
+        norm: &Op,
+        g: &String,
+        label: Label,
+    ) -> Result<String, ExecutionError> {
+        if let Some(d) = r.pending.take() {
+            r.h = self.op1(GraphOp::Fixed(Op::Add), &[&r.h, &d], Label::top("h"));
+        }
+        Ok(self.op1(GraphOp::Fixed(norm.clone()), &[&r.h, g], label))
+    }
+
+    fn select_rows(
+        &mut self,
+        r: &mut Residual<String>,
+        rows: LogitRows,
+    ) -> Result<(), ExecutionError> {
+        if rows != LogitRows::Last {
+            return Err(ExecutionError::InvalidConfig {
+                field: "logit rows".into(),
+                reason: format!("a recorded graph returns the last row's logits, not {rows:?}"),
+            });
+        }
+        if let Some(d) = r.pending.take() {
+            r.h = self.op1(GraphOp::Fixed(Op::Add), &[&r.h, &d], Label::top("h"));
+        }
+        let last = GraphOp::Slice {
+            axis: 0,
+            start: -1,
+            end: None,
+        };
+        r.h = self.op1(last, &[&r.h], Label::top("h_last"));
+        Ok(())
+    }
+
+    fn qkv(
+        &mut self,
+        x: &String,
+        w: [&String; 3],
+        bias: Option<[&String; 3]>,
+        heads: [usize; 3],
+        head_dim: usize,
+        layer: usize,
+    ) -> Result<[String; 3], ExecutionError> {
+        let parts = ["q", "k", "v"];
+        let mut out: [String; 3] = Default::default();
+        for j in 0..3 {
+            let label = Label::layer(layer, parts[j]);
+            let mut y = self.op1(GraphOp::Fixed(Op::Matmul), &[x, w[j]], label);
+            if let Some(b) = bias {
+                y = self.op1(GraphOp::Fixed(Op::Add), &[&y, b[j]], label);
+            }
+            out[j] = self.op1(GraphOp::Reshape(dims(&[heads[j], head_dim])), &[&y], label);
+        }
+        Ok(out)
+    }
+
+    fn cached_attention(
+        &mut self,
+        q: String,
+        k: String,
+        v: String,
+        rope: RopeSpec,
+        attn: CachedAttention,
+    ) -> Result<String, ExecutionError> {
+        let i = attn.layer;
+        let freqs =
+            self.ropes
+                .get(rope.table)
+                .cloned()
+                .ok_or_else(|| ExecutionError::InvalidConfig {
+                    field: "rope".into(),
+                    reason: format!("rotation table {} is not declared", rope.table),
+                })?;
+        let rot = GraphOp::Rope {
+            style: rope.style,
+            rot_dim: Some(rope.rot_dim),
+            freqs,
+        };
+        let q = self.op1(rot.clone(), &[&q, POS], Label::layer(i, "q"));
+        let k = self.op1(rot, &[&k, POS], Label::layer(i, "k"));
+        let st = format!("kv.{i}");
+        self.state.push(StateDecl {
+            name: st.clone(),
+            kind: "kv_cache".into(),
+            layer: i,
+            kv_heads: attn.kv_heads,
+            head_dim: attn.head_dim,
+        });
+        let (ka, va) = (format!("l{i}.K"), format!("l{i}.V"));
+        self.b.node(GraphOp::KvAppend, &[&st, &k, &v], &[&ka, &va]);
+        let sdpa = GraphOp::Sdpa {
+            scale: attn.scale,
+            mask: match attn.window {
+                Some(w) => MaskKind::Sliding(w),
+                None => MaskKind::Causal,
+            },
+        };
+        Ok(self.op1(sdpa, &[&q, &ka, &va], Label::layer(i, "attn")))
+    }
+
+    fn gated_mlp(
+        &mut self,
+        x: &String,
+        gate: &String,
+        up: &String,
+        act: Op,
+        layer: usize,
+    ) -> Result<String, ExecutionError> {
+        let g = self.op1(
+            GraphOp::Fixed(Op::Matmul),
+            &[x, gate],
+            Label::layer(layer, "gate"),
+        );
+        let u = self.op1(
+            GraphOp::Fixed(Op::Matmul),
+            &[x, up],
+            Label::layer(layer, "up"),
+        );
+        let g = self.op1(GraphOp::Fixed(act), &[&g], Label::layer(layer, "gate"));
+        Ok(self.op1(
+            GraphOp::Fixed(Op::Mul),
+            &[&g, &u],
+            Label::layer(layer, "mlp"),
+        ))
+    }
+}
