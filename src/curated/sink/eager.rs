@@ -66,7 +66,7 @@ fn owned(inputs: &[&Tensor]) -> Vec<Tensor> {
 /// `x` reshaped to `[numel / prod(dims), dims...]`.
 fn rows_of(x: &Tensor, dims: &[usize]) -> Result<Tensor, ExecutionError> {
     let width: usize = dims.iter().product();
-    if width == 0 || x.numel() % width != 0 {
+    if width == 0 || !x.numel().is_multiple_of(width) {
         return Err(ExecutionError::ShapeMismatch {
             op: "reshape to rows".into(),
             expected: dims.to_vec(),
@@ -157,7 +157,7 @@ impl Sink for EagerSink<'_> {
                 start: first,
                 end: s,
             };
-            r.h = self.run1(&keep, &[r.h.clone()])?;
+            r.h = self.run1(&keep, std::slice::from_ref(&r.h))?;
             if let Some(d) = r.pending.take() {
                 r.pending = Some(self.run1(&keep, &[d])?);
             }
