@@ -1,6 +1,7 @@
 //! The `graph` section of a model of any curated family: recorded from the
-//! family's one definition ([`crate::curated::llama::llama_graph`]) or written by
-//! the BertStyle and WhisperStyle graph writers; added at import and by
+//! family's one definition ([`crate::curated::llama::llama_graph`],
+//! [`crate::curated::bert::bert_graph`]) or written by the WhisperStyle graph
+//! writer; added at import and by
 //! `cyb-llm graph --emit`.
 
 use crate::error::ExecutionError;
@@ -15,7 +16,7 @@ pub fn graph_for(
 ) -> Option<Result<GraphDoc, ExecutionError>> {
     match Family::for_model_type(&config.model_type)? {
         Family::LlamaStyle => Some(crate::curated::llama::llama_graph(config, has)),
-        Family::BertStyle => Some(super::bert::bert_graph(config, has)),
+        Family::BertStyle => Some(crate::curated::bert::bert_graph(config, has)),
         Family::WhisperStyle => Some(super::whisper::whisper_graph(config, has)),
     }
 }

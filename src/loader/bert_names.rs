@@ -48,3 +48,12 @@ pub fn layer_names(variant: Variant) -> (&'static str, [&'static str; 8]) {
         ),
     }
 }
+
+/// The word embedding table `[vocab, hidden]`.
+pub const WORD_EMBEDDINGS: &str = "embeddings.word_embeddings.weight";
+/// The position embedding table `[max_positions, hidden]`.
+pub const POSITION_EMBEDDINGS: &str = "embeddings.position_embeddings.weight";
+/// The optional token-type table `[type_vocab, hidden]` (not in DistilBERT).
+pub const TOKEN_TYPE_EMBEDDINGS: &str = "embeddings.token_type_embeddings.weight";
+/// The embeddings' LayerNorm (`.weight`, `.bias`).
+pub const EMBED_NORM: &str = "embeddings.LayerNorm";

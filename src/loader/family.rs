@@ -1,7 +1,7 @@
 //! Curated families known to the loader, and the tensors each requires with the
 //! shapes its config implies. Later families add a variant and a table here.
 
-use super::bert_names::{layer_names, Variant};
+use super::bert_names::{self, layer_names, Variant};
 use super::config::Config;
 use super::llama_names::{self, LayerNames};
 use super::tensors::TensorIndex;
@@ -186,20 +186,20 @@ fn bert_tensors(
     let mut t = Vec::new();
     push(
         &mut t,
-        "embeddings.word_embeddings.weight".into(),
+        bert_names::WORD_EMBEDDINGS.into(),
         vec![vocab, hidden],
         true,
     );
     push(
         &mut t,
-        "embeddings.position_embeddings.weight".into(),
+        bert_names::POSITION_EMBEDDINGS.into(),
         vec![max_pos, hidden],
         true,
     );
     if let Some(tv) = type_vocab.filter(|&v| v > 0) {
         push(
             &mut t,
-            "embeddings.token_type_embeddings.weight".into(),
+            bert_names::TOKEN_TYPE_EMBEDDINGS.into(),
             vec![tv, hidden],
             true,
         );
@@ -212,7 +212,7 @@ fn bert_tensors(
         push(t, format!("{p}.weight"), vec![out, inp], true);
         push(t, format!("{p}.bias"), vec![out], true);
     };
-    norm(&mut t, "embeddings.LayerNorm".into());
+    norm(&mut t, bert_names::EMBED_NORM.into());
     let variant = match config.model_type.as_str() {
         "distilbert" => Variant::DistilBert,
         _ => Variant::Bert,

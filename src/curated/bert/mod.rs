@@ -23,16 +23,21 @@
 //! (`transformer.layer.N.attention.q_lin`, ...) and has no token types.
 
 pub mod config;
+mod forward;
+mod graph;
 mod pool;
 
 pub use crate::loader::bert_names::{layer_names, Variant};
 pub use config::{Activation, BertConfig, Pooling, ProblemType};
+pub use graph::bert_graph;
 pub use pool::{l2_normalize, pool};
 
+use super::sink::EagerSink;
 use super::{Linear, WeightBinder};
-use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Op, Tensor};
 use crate::error::ExecutionError;
 use crate::loader::Model;
+use forward::{EncoderInputs, EncoderWeights};
 use std::sync::Arc;
 
 /// The final hidden states of a batch: `[batch, longest, hidden]` host f32,
@@ -81,25 +86,6 @@ impl Hidden {
     }
 }
 
-/// LayerNorm gain and bias (f32).
-struct Norm {
-    g: Tensor,
-    b: Tensor,
-}
-
-struct Layer {
-    attn_label: String,
-    mlp_label: String,
-    query: Linear,
-    key: Linear,
-    value: Linear,
-    attn_out: Linear,
-    attn_norm: Norm,
-    inter: Linear,
-    out: Linear,
-    out_norm: Norm,
-}
-
 /// The classification head on the first token's state.
 enum Head {
     /// BERT: optional `pooler.dense` (tanh), then `classifier`.
@@ -113,14 +99,13 @@ enum Head {
     Distil { pre: Linear, classifier: Linear },
 }
 
-/// BertStyle's composite weights: linear layers with a bias, LayerNorms.
-trait BertWeights {
+/// The classification head's linear layers (with a bias).
+trait HeadWeights {
     fn linear(&self, prefix: &str) -> Result<Linear, ExecutionError>;
     fn linear_opt(&self, prefix: &str) -> Result<Option<Linear>, ExecutionError>;
-    fn norm(&self, prefix: &str) -> Result<Norm, ExecutionError>;
 }
 
-impl BertWeights for WeightBinder {
+impl HeadWeights for WeightBinder {
     fn linear(&self, prefix: &str) -> Result<Linear, ExecutionError> {
         Ok(Linear {
             w: self.need(&format!("{prefix}.weight"), false)?,
@@ -134,24 +119,13 @@ impl BertWeights for WeightBinder {
         }
         self.linear(prefix).map(Some)
     }
-
-    fn norm(&self, prefix: &str) -> Result<Norm, ExecutionError> {
-        Ok(Norm {
-            g: self.need(&format!("{prefix}.weight"), true)?,
-            b: self.need(&format!("{prefix}.bias"), true)?,
-        })
-    }
 }
 
 /// A BertStyle model bound to its weights.
 pub struct Bert {
     /// Hyper-parameters and defaults.
     pub config: BertConfig,
-    word: Tensor,
-    position: Tensor,
-    token_type: Option<Tensor>,
-    embed_norm: Norm,
-    layers: Vec<Layer>,
+    weights: EncoderWeights<Tensor>,
     head: Option<Head>,
 }
 
@@ -169,24 +143,7 @@ impl Bert {
     pub fn new(model: Arc<Model>) -> Result<Bert, ExecutionError> {
         let config = BertConfig::from_config(&model.config)?;
         let b = WeightBinder::new(model, "BertStyle");
-        let (stack, [q, k, v, o, on, fi, fo, fon]) = layer_names(config.variant);
-        let layers = (0..config.layers)
-            .map(|i| {
-                let p = format!("{stack}.{i}");
-                Ok(Layer {
-                    attn_label: format!("layer {i} attention"),
-                    mlp_label: format!("layer {i} mlp"),
-                    query: b.linear(&format!("{p}.{q}"))?,
-                    key: b.linear(&format!("{p}.{k}"))?,
-                    value: b.linear(&format!("{p}.{v}"))?,
-                    attn_out: b.linear(&format!("{p}.{o}"))?,
-                    attn_norm: b.norm(&format!("{p}.{on}"))?,
-                    inter: b.linear(&format!("{p}.{fi}"))?,
-                    out: b.linear(&format!("{p}.{fo}"))?,
-                    out_norm: b.norm(&format!("{p}.{fon}"))?,
-                })
-            })
-            .collect::<Result<Vec<_>, ExecutionError>>()?;
+        let weights = forward::bind(&config, &b)?;
         let head = match (
             b.linear_opt("classifier.dense")?,
             b.linear_opt("classifier.out_proj")?,
@@ -206,11 +163,7 @@ impl Bert {
             },
         };
         Ok(Bert {
-            word: b.need("embeddings.word_embeddings.weight", false)?,
-            position: b.need("embeddings.position_embeddings.weight", false)?,
-            token_type: b.get("embeddings.token_type_embeddings.weight", false)?,
-            embed_norm: b.norm("embeddings.LayerNorm")?,
-            layers,
+            weights,
             head,
             config,
         })
@@ -387,145 +340,13 @@ impl Bert {
             }
         }
         ctx.begin_forward();
-        ctx.set_label("embeddings");
-        let run1 =
-            |op: &Op, inputs: &[Tensor], ctx: &mut ExecContext| dispatcher.run1(op, inputs, ctx);
-        let linear = |x: &Tensor, lin: &Linear, act: Option<&Op>, ctx: &mut ExecContext| {
-            lin.apply(dispatcher, x, act, ctx)
+        let inputs = EncoderInputs {
+            tokens: Tensor::from_i32(&[rows], ids)?,
+            positions: Tensor::from_i32(&[rows], pos)?,
+            token_types: Tensor::from_i32(&[rows], vec![0; rows])?,
         };
-        let layer_norm = Op::LayerNorm { eps: c.eps };
-        // `LayerNorm(h + (x W^T + b))`, the post-norm end of a sub-block.
-        let post_norm = Op::FusedLinearAddNorm { eps: c.eps };
-        let linear_add_norm = |x: &Tensor, lin: &Linear, h: Tensor, norm: &Norm, ctx: &mut _| {
-            if let Some(b) = &lin.b {
-                let args = [
-                    x.clone(),
-                    lin.w.clone(),
-                    b.clone(),
-                    h.clone(),
-                    norm.g.clone(),
-                    norm.b.clone(),
-                ];
-                if dispatcher.primary_supports(&post_norm, &args) {
-                    return run1(&post_norm, &args, ctx);
-                }
-            }
-            let y = linear(x, lin, None, ctx)?;
-            let s = run1(&Op::Add, &[h, y], ctx)?;
-            run1(&layer_norm, &[s, norm.g.clone(), norm.b.clone()], ctx)
-        };
-
-        let ids = Tensor::from_i32(&[rows], ids)?;
-        let pos = Tensor::from_i32(&[rows], pos)?;
-        let word = run1(&Op::Embed, &[ids, self.word.clone()], ctx)?;
-        let position = run1(&Op::Embed, &[pos, self.position.clone()], ctx)?;
-        let mut e = run1(&Op::Add, &[word, position], ctx)?;
-        if let Some(tt) = &self.token_type {
-            let types = Tensor::from_i32(&[rows], vec![0; rows])?;
-            let t = run1(&Op::Embed, &[types, tt.clone()], ctx)?;
-            e = run1(&Op::Add, &[e, t], ctx)?;
-        }
-        let mut h = run1(
-            &layer_norm,
-            &[e, self.embed_norm.g.clone(), self.embed_norm.b.clone()],
-            ctx,
-        )?;
-
-        let (heads, hd) = (c.heads, c.head_dim);
-        // Keys and values of each sequence are cut to its real tokens: attention over
-        // them without a mask equals attention over the padded keys with a padding mask
-        // (masked keys weigh exactly 0), and takes the unmasked kernels. Every query row,
-        // padding rows too, sees the real keys, as with the mask.
-        let kv_sizes: Vec<usize> = lengths
-            .iter()
-            .flat_map(|&len| [len, l - len])
-            .filter(|&s| s > 0)
-            .collect();
-        let kv_split = Op::Split {
-            axis: 0,
-            sizes: kv_sizes,
-        };
-        // Index of each sequence's real rows among the pieces of `kv_split`.
-        let kv_pieces: Vec<usize> = lengths
-            .iter()
-            .scan(0, |next, &len| {
-                let at = *next;
-                *next += if len < l { 2 } else { 1 };
-                Some(at)
-            })
-            .collect();
-        let sdpa = Op::Sdpa {
-            scale: None,
-            mask: Mask::None,
-            q_pos: 0,
-            kv_len: None,
-        };
-        let sdpa_batch = Op::SdpaBatch {
-            scale: None,
-            lengths: lengths.clone(),
-        };
-        let act = match c.act {
-            Activation::Gelu => Op::Gelu,
-            Activation::GeluTanh => Op::GeluTanh,
-            Activation::Relu => Op::Relu,
-        };
-        let split = Op::Split {
-            axis: 0,
-            sizes: vec![l; n],
-        };
-        for layer in &self.layers {
-            // One allocator frame per layer: every layer has the same shapes, so the
-            // buffers the last one released (all but `h`) serve this one, warm, instead
-            // of a whole forward's worth of fresh ones per batch.
-            ctx.alloc.reset();
-            ctx.set_label(&layer.attn_label);
-            let q = linear(&h, &layer.query, None, ctx)?;
-            let k = linear(&h, &layer.key, None, ctx)?;
-            let v = linear(&h, &layer.value, None, ctx)?;
-            let shape = [l, heads, hd];
-            let batched = [
-                q.reshaped(&[rows, heads, hd])?,
-                k.reshaped(&[rows, heads, hd])?,
-                v.reshaped(&[rows, heads, hd])?,
-            ];
-            let attn = if n > 1 && dispatcher.primary_supports(&sdpa_batch, &batched) {
-                run1(&sdpa_batch, &batched, ctx)?
-            } else if n == 1 {
-                run1(
-                    &sdpa,
-                    &[
-                        q.reshaped(&shape)?,
-                        k.reshaped(&shape)?,
-                        v.reshaped(&shape)?,
-                    ],
-                    ctx,
-                )?
-            } else {
-                let qs = dispatcher.run(&split, &[q], ctx)?;
-                let ks = dispatcher.run(&kv_split, &[k], ctx)?;
-                let vs = dispatcher.run(&kv_split, &[v], ctx)?;
-                let mut outs = Vec::with_capacity(n);
-                for ((qb, &len), &piece) in qs.iter().zip(&lengths).zip(&kv_pieces) {
-                    let kv_shape = [len, heads, hd];
-                    outs.push(run1(
-                        &sdpa,
-                        &[
-                            qb.reshaped(&shape)?,
-                            ks[piece].reshaped(&kv_shape)?,
-                            vs[piece].reshaped(&kv_shape)?,
-                        ],
-                        ctx,
-                    )?);
-                }
-                run1(&Op::Concat { axis: 0 }, &outs, ctx)?
-            }
-            .reshaped(&[rows, d])?;
-            h = linear_add_norm(&attn, &layer.attn_out, h, &layer.attn_norm, ctx)?;
-
-            ctx.set_label(&layer.mlp_label);
-            let f = linear(&h, &layer.inter, Some(&act), ctx)?;
-            h = linear_add_norm(&f, &layer.out, h, &layer.out_norm, ctx)?;
-        }
+        let mut sink = EagerSink::new(dispatcher, ctx, rows, None, &[]).with_lengths(&lengths);
+        let h = forward::forward(c, &self.weights, &mut sink, inputs)?;
         Ok((h.reshaped(&[n, l, d])?, lengths))
     }
 }

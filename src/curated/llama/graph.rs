@@ -3,7 +3,7 @@
 //! `--path graph` and on `nox`.
 
 use super::{forward, LlamaConfig, LogitRows};
-use crate::curated::sink::{GraphWeights, RecordingSink};
+use crate::curated::sink::{record, GraphWeights, RecordingSink};
 use crate::error::ExecutionError;
 use crate::ir::ops::RopeFreqs;
 use crate::ir::GraphDoc;
@@ -45,7 +45,7 @@ pub fn llama_graph(
         },
     )?;
     let mut sink = RecordingSink::new(ropes);
-    let tokens = sink.tokens();
+    let tokens = record::TOKENS.to_string();
     let logits = forward::forward(&c, &weights, &mut sink, tokens, LogitRows::Last)?;
-    Ok(sink.finish(logits))
+    Ok(sink.finish_decoder(logits))
 }

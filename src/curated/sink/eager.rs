@@ -25,6 +25,8 @@ pub(crate) struct EagerSink<'a> {
     cache: Option<KvRows<'a>>,
     /// Rotation tables `(cos, sin)`, indexed by [`RopeSpec::table`].
     ropes: &'a [(Tensor, Tensor)],
+    /// A padded batch's real tokens per sequence (the encoder's).
+    lengths: &'a [usize],
 }
 
 impl<'a> EagerSink<'a> {
@@ -43,7 +45,15 @@ impl<'a> EagerSink<'a> {
             seq,
             cache,
             ropes,
+            lengths: &[],
         }
+    }
+
+    /// The sink of an encoder forward over a batch padded to its longest
+    /// sequence, `lengths` real tokens each.
+    pub(crate) fn with_lengths(mut self, lengths: &'a [usize]) -> EagerSink<'a> {
+        self.lengths = lengths;
+        self
     }
 
     fn run1(&mut self, op: &Op, inputs: &[Tensor]) -> Result<Tensor, ExecutionError> {
@@ -255,6 +265,80 @@ impl Sink for EagerSink<'_> {
         let g = self.run1(&act, &[g])?;
         self.run1(&Op::Mul, &[g, u])
     }
+
+    fn linear(
+        &mut self,
+        x: &Tensor,
+        w: &Tensor,
+        b: &Tensor,
+        act: Option<Op>,
+        _label: Label,
+    ) -> Result<Tensor, ExecutionError> {
+        let args = [x.clone(), w.clone(), b.clone()];
+        let fused = Op::MatmulBias {
+            act: act.clone().map(Box::new),
+        };
+        if self.dispatcher.primary_supports(&fused, &args) {
+            return self.run1(&fused, &args);
+        }
+        let y = self.run1(&Op::Matmul, &[x.clone(), w.clone()])?;
+        let y = self.run1(&Op::Add, &[y, b.clone()])?;
+        match act {
+            Some(a) => self.run1(&a, &[y]),
+            None => Ok(y),
+        }
+    }
+
+    fn linear_add_norm(
+        &mut self,
+        x: &Tensor,
+        lin: [&Tensor; 2],
+        h: Tensor,
+        norm: [&Tensor; 2],
+        eps: f32,
+        label: Label,
+    ) -> Result<Tensor, ExecutionError> {
+        let fused = Op::FusedLinearAddNorm { eps };
+        let args = [
+            x.clone(),
+            lin[0].clone(),
+            lin[1].clone(),
+            h.clone(),
+            norm[0].clone(),
+            norm[1].clone(),
+        ];
+        if self.dispatcher.primary_supports(&fused, &args) {
+            return self.run1(&fused, &args);
+        }
+        let y = self.linear(x, lin[0], lin[1], None, label)?;
+        let s = self.run1(&Op::Add, &[h, y])?;
+        self.run1(
+            &Op::LayerNorm { eps },
+            &[s, norm[0].clone(), norm[1].clone()],
+        )
+    }
+
+    fn padded_self_attention(
+        &mut self,
+        x: &Tensor,
+        lin: [[&Tensor; 2]; 3],
+        heads: usize,
+        head_dim: usize,
+        layer: usize,
+    ) -> Result<Tensor, ExecutionError> {
+        let q = self.linear(x, lin[0][0], lin[0][1], None, Label::layer(layer, "query"))?;
+        let k = self.linear(x, lin[1][0], lin[1][1], None, Label::layer(layer, "key"))?;
+        let v = self.linear(x, lin[2][0], lin[2][1], None, Label::layer(layer, "value"))?;
+        padded_attention(self, [q, k, v], heads, head_dim)
+    }
+
+    fn position_table(&mut self, table: &Tensor, _offset: usize) -> Result<Tensor, ExecutionError> {
+        Ok(table.clone())
+    }
+
+    fn reuse_buffers(&mut self) {
+        self.ctx.alloc.reset();
+    }
 }
 
 /// RoPE of q and k and the KV-cache append (`args` as [`Op::FusedRopeAppend`]
@@ -284,4 +368,97 @@ fn rope_and_append(
     let append = [kc.clone(), vc.clone(), k, v.clone()];
     dispatcher.run(&Op::KvAppend { pos: *pos }, &append, ctx)?;
     Ok(q)
+}
+
+/// Attention of each sequence's queries over its real keys, for q, k, v
+/// `[n * l, heads * head_dim]` of a batch padded to `l`: one `SdpaBatch` where
+/// the primary backend has it, one `Sdpa` for a single sequence, else per
+/// sequence. Keys and values are cut to the real tokens: attention over them
+/// without a mask equals attention over the padded keys with a padding mask
+/// (masked keys weigh exactly 0) and takes the unmasked kernels; every query
+/// row, padding rows too, sees the real keys, as with the mask.
+fn padded_attention(
+    sink: &mut EagerSink<'_>,
+    [q, k, v]: [Tensor; 3],
+    heads: usize,
+    hd: usize,
+) -> Result<Tensor, ExecutionError> {
+    let lengths = sink.lengths;
+    let (n, rows) = (lengths.len(), sink.seq);
+    if n == 0 || !rows.is_multiple_of(n) {
+        return Err(ExecutionError::ShapeMismatch {
+            op: "padded attention (rows of the batch)".into(),
+            expected: vec![n],
+            got: vec![rows],
+        });
+    }
+    let l = rows / n;
+    let shape = [l, heads, hd];
+    let sdpa = Op::Sdpa {
+        scale: None,
+        mask: Mask::None,
+        q_pos: 0,
+        kv_len: None,
+    };
+    let batched = [
+        q.reshaped(&[rows, heads, hd])?,
+        k.reshaped(&[rows, heads, hd])?,
+        v.reshaped(&[rows, heads, hd])?,
+    ];
+    let sdpa_batch = Op::SdpaBatch {
+        scale: None,
+        lengths: lengths.to_vec(),
+    };
+    let attn = if n > 1 && sink.dispatcher.primary_supports(&sdpa_batch, &batched) {
+        sink.run1(&sdpa_batch, &batched)?
+    } else if n == 1 {
+        let args = [
+            q.reshaped(&shape)?,
+            k.reshaped(&shape)?,
+            v.reshaped(&shape)?,
+        ];
+        sink.run1(&sdpa, &args)?
+    } else {
+        let kv_sizes: Vec<usize> = lengths
+            .iter()
+            .flat_map(|&len| [len, l - len])
+            .filter(|&s| s > 0)
+            .collect();
+        let kv_split = Op::Split {
+            axis: 0,
+            sizes: kv_sizes,
+        };
+        // Index of each sequence's real rows among the pieces of `kv_split`.
+        let kv_pieces: Vec<usize> = lengths
+            .iter()
+            .scan(0, |next, &len| {
+                let at = *next;
+                *next += if len < l { 2 } else { 1 };
+                Some(at)
+            })
+            .collect();
+        let split = Op::Split {
+            axis: 0,
+            sizes: vec![l; n],
+        };
+        let (dispatcher, ctx) = (sink.dispatcher, &mut *sink.ctx);
+        let qs = dispatcher.run(&split, &[q], ctx)?;
+        let ks = dispatcher.run(&kv_split, &[k], ctx)?;
+        let vs = dispatcher.run(&kv_split, &[v], ctx)?;
+        let mut outs = Vec::with_capacity(n);
+        for ((qb, &len), &piece) in qs.iter().zip(lengths).zip(&kv_pieces) {
+            let kv_shape = [len, heads, hd];
+            let (Some(kp), Some(vp)) = (ks.get(piece), vs.get(piece)) else {
+                return Err(EagerSink::missing(&kv_split, piece + 1));
+            };
+            let args = [
+                qb.reshaped(&shape)?,
+                kp.reshaped(&kv_shape)?,
+                vp.reshaped(&kv_shape)?,
+            ];
+            outs.push(dispatcher.run1(&sdpa, &args, ctx)?);
+        }
+        dispatcher.run1(&Op::Concat { axis: 0 }, &outs, ctx)?
+    };
+    attn.reshaped(&[rows, heads * hd])
 }

@@ -219,4 +219,50 @@ pub(crate) trait Sink {
         act: Op,
         layer: usize,
     ) -> Result<Self::V, ExecutionError>;
+
+    /// `act(x W^T + b)` (`act` an element-wise op, or none).
+    fn linear(
+        &mut self,
+        x: &Self::V,
+        w: &Self::V,
+        b: &Self::V,
+        act: Option<Op>,
+        label: Label,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The post-norm end of an encoder sub-block:
+    /// `LayerNorm(h + (x W^T + b); gain, bias)` with `lin = (W, b)` and
+    /// `norm = (gain, bias)`.
+    fn linear_add_norm(
+        &mut self,
+        x: &Self::V,
+        lin: [&Self::V; 2],
+        h: Self::V,
+        norm: [&Self::V; 2],
+        eps: f32,
+        label: Label,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The encoder's self-attention over a padded batch: the q/k/v linear
+    /// layers `lin[j] = (W, b)` of `x`, split into `heads` of `head_dim`, each
+    /// query attending to the real (non-padding) keys of its own sequence;
+    /// returns `[-1, heads * head_dim]`.
+    fn padded_self_attention(
+        &mut self,
+        x: &Self::V,
+        lin: [[&Self::V; 2]; 3],
+        heads: usize,
+        head_dim: usize,
+        layer: usize,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The position table that the forward's position ids index: `table`
+    /// itself where the ids carry the `offset` (eager), else its rows from
+    /// `offset` on.
+    fn position_table(&mut self, table: &Self::V, offset: usize)
+        -> Result<Self::V, ExecutionError>;
+
+    /// Starts a new allocator frame for a layer whose shapes repeat the last
+    /// one's (values from before stay valid).
+    fn reuse_buffers(&mut self);
 }

@@ -45,20 +45,6 @@ impl Builder {
         out
     }
 
-    /// `x W^T + b` for the linear layer `prefix` (`.weight`, `.bias`).
-    pub fn linear(&mut self, x: &str, prefix: &str, name: &str) -> String {
-        let y = self.op1(
-            GraphOp::Fixed(Op::Matmul),
-            &[x, &format!("{prefix}.weight")],
-            name,
-        );
-        self.op1(
-            GraphOp::Fixed(Op::Add),
-            &[&y, &format!("{prefix}.bias")],
-            name,
-        )
-    }
-
     /// LayerNorm with the gain and bias of `prefix`.
     pub fn layer_norm(&mut self, x: &str, prefix: &str, eps: f32, name: &str) -> String {
         self.op1(
@@ -87,8 +73,13 @@ pub(crate) struct RecordingSink {
     ropes: Vec<RopeFreqs>,
 }
 
+/// The name of the token-ids input of a recorded graph (i32 `[S]`).
+pub(crate) const TOKENS: &str = "tokens";
 /// The name of the position input of a recorded decoder graph.
 const POS: &str = "pos";
+/// The name of the padding-mask input of a recorded encoder graph (i32 `[S]`,
+/// nonzero = a real token).
+const MASK: &str = "mask";
 
 impl RecordingSink {
     /// An empty graph whose rotation tables are `ropes`.
@@ -100,18 +91,28 @@ impl RecordingSink {
         }
     }
 
-    /// The token-ids input, as the family's forward takes it.
-    pub(crate) fn tokens(&self) -> String {
-        "tokens".into()
+    /// The decoder graph recorded, with output `output`: inputs `tokens` (i32
+    /// `[S]`) and `pos` (i32 scalar).
+    pub(crate) fn finish_decoder(self, output: String) -> GraphDoc {
+        let inputs = vec![input(TOKENS, "i32", &[-1]), input(POS, "i32", &[])];
+        self.finish(inputs, vec![output])
     }
 
-    /// The recorded graph with output `output`: inputs `tokens` (i32 `[S]`) and
-    /// `pos` (i32 scalar).
-    pub(crate) fn finish(self, output: String) -> GraphDoc {
+    /// The encoder graph recorded, with output `output`: inputs `tokens`,
+    /// `token_types`, `positions` (0-based) and `mask`, all i32 `[S]`.
+    pub(crate) fn finish_encoder(self, output: String) -> GraphDoc {
+        let inputs = [TOKENS, "token_types", "positions", MASK]
+            .iter()
+            .map(|n| input(n, "i32", &[-1]))
+            .collect();
+        self.finish(inputs, vec![output])
+    }
+
+    fn finish(self, inputs: Vec<InputDecl>, outputs: Vec<String>) -> GraphDoc {
         GraphDoc {
             version: 1,
-            inputs: vec![input("tokens", "i32", &[-1]), input(POS, "i32", &[])],
-            outputs: vec![output],
+            inputs,
+            outputs,
             state: self.state,
             nodes: self.b.nodes,
         }
@@ -282,4 +283,73 @@ impl Sink for RecordingSink {
             Label::layer(layer, "mlp"),
         ))
     }
+
+    fn linear(
+        &mut self,
+        x: &String,
+        w: &String,
+        b: &String,
+        act: Option<Op>,
+        label: Label,
+    ) -> Result<String, ExecutionError> {
+        let y = self.op1(GraphOp::Fixed(Op::Matmul), &[x, w], label);
+        let y = self.op1(GraphOp::Fixed(Op::Add), &[&y, b], label);
+        Ok(match act {
+            Some(a) => self.op1(GraphOp::Fixed(a), &[&y], label),
+            None => y,
+        })
+    }
+
+    fn linear_add_norm(
+        &mut self,
+        x: &String,
+        lin: [&String; 2],
+        h: String,
+        norm: [&String; 2],
+        eps: f32,
+        label: Label,
+    ) -> Result<String, ExecutionError> {
+        let y = self.linear(x, lin[0], lin[1], None, label)?;
+        let s = self.op1(GraphOp::Fixed(Op::Add), &[&h, &y], Label::top("h"));
+        let ln = GraphOp::Fixed(Op::LayerNorm { eps });
+        Ok(self.op1(ln, &[&s, norm[0], norm[1]], Label::top("h")))
+    }
+
+    fn padded_self_attention(
+        &mut self,
+        x: &String,
+        lin: [[&String; 2]; 3],
+        heads: usize,
+        head_dim: usize,
+        layer: usize,
+    ) -> Result<String, ExecutionError> {
+        let parts = ["query", "key", "value"];
+        let mut qkv: [String; 3] = Default::default();
+        for j in 0..3 {
+            let label = Label::layer(layer, parts[j]);
+            let y = self.linear(x, lin[j][0], lin[j][1], None, label)?;
+            qkv[j] = self.op1(GraphOp::Reshape(dims(&[heads, head_dim])), &[&y], label);
+        }
+        let sdpa = GraphOp::Sdpa {
+            scale: None,
+            mask: MaskKind::Padding,
+        };
+        let label = Label::layer(layer, "attn");
+        let o = self.op1(sdpa, &[&qkv[0], &qkv[1], &qkv[2], MASK], label);
+        Ok(self.op1(GraphOp::Reshape(dims(&[heads * head_dim])), &[&o], label))
+    }
+
+    fn position_table(&mut self, table: &String, offset: usize) -> Result<String, ExecutionError> {
+        if offset == 0 {
+            return Ok(table.clone());
+        }
+        let rows = GraphOp::Slice {
+            axis: 0,
+            start: offset as i64,
+            end: None,
+        };
+        Ok(self.op1(rows, &[table], Label::top("position_table")))
+    }
+
+    fn reuse_buffers(&mut self) {}
 }
