@@ -1,5 +1,7 @@
-//! Curated families known to the loader, and the tensors each requires with the
-//! shapes its config implies. Later families add a variant and a table here.
+//! The family registry: which curated family claims a model type, what task
+//! its models do (and so which commands run them), and the tensors each family
+//! requires with the shapes its config implies. A new family adds a [`Family`]
+//! variant, one [`FAMILIES`] row and its tensor table here.
 
 use super::bert_names::{self, layer_names, Variant};
 use super::config::Config;
@@ -17,25 +19,112 @@ pub enum Family {
     WhisperStyle,
 }
 
+/// What a model does, which decides the commands that run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Task {
+    /// Text generation: `run`, `chat`, `bench`, `perplexity`, `serve`.
+    Generate,
+    /// Sentence embeddings and classification: `embed`, `classify`.
+    Encode,
+    /// Speech recognition: `transcribe`.
+    Transcribe,
+    /// Text to speech (a Piper voice): `speak`.
+    Speak,
+    /// Image generation (a denoiser): `diffuse`.
+    Diffuse,
+    /// A graph of no known task: `eval`.
+    Eval,
+}
+
+impl Task {
+    /// The advice naming the commands for this task.
+    pub fn commands(self) -> &'static str {
+        match self {
+            Task::Generate => "use `cyb-llm run` or `cyb-llm chat`",
+            Task::Encode => "use `cyb-llm embed` or `cyb-llm classify`",
+            Task::Transcribe => "use `cyb-llm transcribe`",
+            Task::Speak => "use `cyb-llm speak`",
+            Task::Diffuse => "use `cyb-llm diffuse`",
+            Task::Eval => "run its graph with `cyb-llm eval`, or re-import the ONNX file with `cyb-llm import MODEL.onnx --sampler consistency|euler|ddim ...` (a denoiser) or with its Piper `MODEL.onnx.json` beside it (a voice)",
+        }
+    }
+}
+
+/// One row of the registry.
+#[derive(Debug)]
+pub struct FamilyEntry {
+    /// The family.
+    pub family: Family,
+    /// Its display name.
+    pub name: &'static str,
+    /// The `model_type`s it claims.
+    pub model_types: &'static [&'static str],
+    /// What its models do.
+    pub task: Task,
+}
+
+/// The registry of curated families.
+pub const FAMILIES: &[FamilyEntry] = &[
+    FamilyEntry {
+        family: Family::LlamaStyle,
+        name: "LlamaStyle",
+        model_types: &[
+            "llama",
+            "mistral",
+            "qwen2",
+            "qwen3",
+            "smollm",
+            "smollm2",
+            "gemma",
+            "gemma2",
+            "gemma3",
+            "gemma3_text",
+            "phi3",
+            "granite",
+            "olmo2",
+        ],
+        task: Task::Generate,
+    },
+    FamilyEntry {
+        family: Family::BertStyle,
+        name: "BertStyle",
+        model_types: &["bert", "roberta", "xlm-roberta", "distilbert"],
+        task: Task::Encode,
+    },
+    FamilyEntry {
+        family: Family::WhisperStyle,
+        name: "WhisperStyle",
+        model_types: &["whisper"],
+        task: Task::Transcribe,
+    },
+];
+
 impl Family {
     /// The family that claims `model_type`, if any.
     pub fn for_model_type(model_type: &str) -> Option<Family> {
-        match model_type {
-            "llama" | "mistral" | "qwen2" | "qwen3" | "smollm" | "smollm2" | "gemma" | "gemma2"
-            | "gemma3" | "gemma3_text" | "phi3" | "granite" | "olmo2" => Some(Family::LlamaStyle),
-            "bert" | "roberta" | "xlm-roberta" | "distilbert" => Some(Family::BertStyle),
-            "whisper" => Some(Family::WhisperStyle),
-            _ => None,
-        }
+        FAMILIES
+            .iter()
+            .find(|e| e.model_types.contains(&model_type))
+            .map(|e| e.family)
+    }
+
+    /// Its registry row.
+    pub fn entry(self) -> &'static FamilyEntry {
+        // Every variant has a row (the unit test `every_family_has_one_row`).
+        FAMILIES
+            .iter()
+            .find(|e| e.family == self)
+            .unwrap_or(&FAMILIES[0])
     }
 
     /// Display name.
     pub fn name(self) -> &'static str {
-        match self {
-            Family::LlamaStyle => "LlamaStyle",
-            Family::BertStyle => "BertStyle",
-            Family::WhisperStyle => "WhisperStyle",
-        }
+        self.entry().name
+    }
+
+    /// What its models do.
+    pub fn task(self) -> Task {
+        self.entry().task
     }
 }
 
@@ -339,4 +428,25 @@ fn whisper_tensors(
     let tied = a.tie_word_embeddings.unwrap_or(true);
     push(&mut t, "proj_out.weight".into(), vec![vocab, d], !tied);
     Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_has_one_row_and_model_types_are_claimed_once() {
+        for f in [Family::LlamaStyle, Family::BertStyle, Family::WhisperStyle] {
+            assert_eq!(FAMILIES.iter().filter(|e| e.family == f).count(), 1, "{f:?}");
+            assert_eq!(f.entry().family, f);
+        }
+        let mut types: Vec<&str> = FAMILIES.iter().flat_map(|e| e.model_types.iter().copied()).collect();
+        let n = types.len();
+        types.sort_unstable();
+        types.dedup();
+        assert_eq!(types.len(), n, "a model type claimed by two families");
+        assert_eq!(Family::for_model_type("qwen3"), Some(Family::LlamaStyle));
+        assert_eq!(Family::for_model_type("roberta").map(Family::task), Some(Task::Encode));
+        assert_eq!(Family::for_model_type("vits"), None);
+    }
 }

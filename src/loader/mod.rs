@@ -22,7 +22,7 @@ pub mod vocab;
 pub mod writer;
 
 pub use config::{ChatSection, Config, EvalSection};
-pub use family::Family;
+pub use family::{Family, Task, FAMILIES};
 pub use tensors::{TensorEntry, TensorIndex};
 pub use vocab::Vocab;
 
@@ -65,16 +65,24 @@ pub struct Model {
 }
 
 impl Model {
+    /// What this model does: its family's task, else the task its sections
+    /// declare (a voice, a denoiser), else `eval` for a bare graph; `None`
+    /// for a model nothing here runs.
+    pub fn task(&self) -> Option<Task> {
+        match self.family {
+            Some(f) => Some(f.task()),
+            None if self.config.tts.is_some() => Some(Task::Speak),
+            None if self.config.diffusion.is_some() => Some(Task::Diffuse),
+            None if self.graph.is_some() => Some(Task::Eval),
+            None => None,
+        }
+    }
+
     /// The `cyb-llm` commands that run this model, as advice for an error
     /// that says a command was given the wrong kind of model.
     pub fn commands(&self) -> String {
-        match self.family {
-            Some(Family::LlamaStyle) => "use `cyb-llm run` or `cyb-llm chat`".into(),
-            Some(Family::BertStyle) => "use `cyb-llm embed` or `cyb-llm classify`".into(),
-            Some(Family::WhisperStyle) => "use `cyb-llm transcribe`".into(),
-            None if self.config.tts.is_some() => "use `cyb-llm speak`".into(),
-            None if self.config.diffusion.is_some() => "use `cyb-llm diffuse`".into(),
-            None if self.graph.is_some() => "run its graph with `cyb-llm eval`, or re-import the ONNX file with `cyb-llm import MODEL.onnx --sampler consistency|euler|ddim ...` (a denoiser) or with its Piper `MODEL.onnx.json` beside it (a voice)".into(),
+        match self.task() {
+            Some(t) => t.commands().into(),
             None => "use `cyb-llm inspect` to see what it is".into(),
         }
     }
