@@ -437,16 +437,26 @@ mod tests {
     #[test]
     fn every_family_has_one_row_and_model_types_are_claimed_once() {
         for f in [Family::LlamaStyle, Family::BertStyle, Family::WhisperStyle] {
-            assert_eq!(FAMILIES.iter().filter(|e| e.family == f).count(), 1, "{f:?}");
+            assert_eq!(
+                FAMILIES.iter().filter(|e| e.family == f).count(),
+                1,
+                "{f:?}"
+            );
             assert_eq!(f.entry().family, f);
         }
-        let mut types: Vec<&str> = FAMILIES.iter().flat_map(|e| e.model_types.iter().copied()).collect();
+        let mut types: Vec<&str> = FAMILIES
+            .iter()
+            .flat_map(|e| e.model_types.iter().copied())
+            .collect();
         let n = types.len();
         types.sort_unstable();
         types.dedup();
         assert_eq!(types.len(), n, "a model type claimed by two families");
         assert_eq!(Family::for_model_type("qwen3"), Some(Family::LlamaStyle));
-        assert_eq!(Family::for_model_type("roberta").map(Family::task), Some(Task::Encode));
+        assert_eq!(
+            Family::for_model_type("roberta").map(Family::task),
+            Some(Task::Encode)
+        );
         assert_eq!(Family::for_model_type("vits"), None);
     }
 }

@@ -148,8 +148,7 @@ pub(crate) fn forward<S: Sink>(
         s.section(format_args!("layer {i} mlp"));
         let f = s.linear(
             &h,
-            &l.inter.w,
-            &l.inter.b,
+            l.inter.pair(),
             Some(act.clone()),
             Label::layer(i, "mlp"),
         )?;

@@ -296,15 +296,6 @@ impl Bert {
         ctx: &mut ExecContext,
         batch: &[&[u32]],
     ) -> Result<(Tensor, Vec<usize>), ExecutionError> {
-        dispatcher.install(|| self.forward_on_pool(dispatcher, ctx, batch))
-    }
-
-    fn forward_on_pool(
-        &self,
-        dispatcher: &Dispatcher,
-        ctx: &mut ExecContext,
-        batch: &[&[u32]],
-    ) -> Result<(Tensor, Vec<usize>), ExecutionError> {
         let c = &self.config;
         let lengths: Vec<usize> = batch.iter().map(|s| s.len()).collect();
         let longest = lengths.iter().copied().max().unwrap_or(0);
@@ -339,14 +330,16 @@ impl Bert {
                 }
             }
         }
-        ctx.begin_forward();
         let inputs = EncoderInputs {
             tokens: Tensor::from_i32(&[rows], ids)?,
             positions: Tensor::from_i32(&[rows], pos)?,
             token_types: Tensor::from_i32(&[rows], vec![0; rows])?,
         };
-        let mut sink = EagerSink::new(dispatcher, ctx, rows, None, &[]).with_lengths(&lengths);
-        let h = forward::forward(c, &self.weights, &mut sink, inputs)?;
+        let h = dispatcher.install(|| {
+            ctx.begin_forward();
+            let mut sink = EagerSink::new(dispatcher, ctx, rows, None, &[]).with_lengths(&lengths);
+            forward::forward(c, &self.weights, &mut sink, inputs)
+        })?;
         Ok((h.reshaped(&[n, l, d])?, lengths))
     }
 }

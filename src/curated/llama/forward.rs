@@ -10,7 +10,9 @@
 
 use super::{Activation, LlamaConfig, LogitRows};
 use crate::backend::Op;
-use crate::curated::sink::{CachedAttention, Label, Residual, RopeSpec, Sink, WeightSource};
+use crate::curated::sink::{
+    CachedAttention, Label, QkvProjections, Residual, RopeSpec, Sink, WeightSource,
+};
 use crate::error::ExecutionError;
 use crate::loader::llama_names::{self, LayerNames};
 
@@ -129,7 +131,14 @@ pub(crate) fn forward<S: Sink>(
         let x = s.residual_norm(&mut r, &norm, &l.input_norm, Label::layer(i, "attn_in"))?;
         let [wq, wk, wv] = &l.qkv;
         let bias = l.bias.as_ref().map(|[a, b, c]| [a, b, c]);
-        let [mut q, mut k, v] = s.qkv(&x, [wq, wk, wv], bias, [nh, nkv, nkv], hd, i)?;
+        let proj = QkvProjections {
+            w: [wq, wk, wv],
+            bias,
+            heads: [nh, nkv, nkv],
+            head_dim: hd,
+            layer: i,
+        };
+        let [mut q, mut k, v] = s.qkv(&x, proj)?;
         if let Some([qn, kn]) = &l.qk_norm {
             q = s.op(norm.clone(), &[&q, qn], Label::layer(i, "q"))?;
             k = s.op(norm.clone(), &[&k, kn], Label::layer(i, "k"))?;
@@ -147,7 +156,7 @@ pub(crate) fn forward<S: Sink>(
             kv_heads: nkv,
             head_dim: hd,
         };
-        let o = s.cached_attention(q, k, v, rope, attn)?;
+        let o = s.cached_attention([q, k, v], rope, attn)?;
         let o = s.rows_of(o, &[nh * hd], Label::layer(i, "attn"))?;
         let mut o = s.op(Op::Matmul, &[&o, &l.o], Label::layer(i, "attn_out"))?;
         s.section(format_args!("layer {i} mlp"));
@@ -165,7 +174,7 @@ pub(crate) fn forward<S: Sink>(
         r.pending = Some(o);
         let f = s.residual_norm(&mut r, &norm, ff_norm, Label::layer(i, "mlp_in"))?;
         let [gate, up, down] = &l.mlp;
-        let m = s.gated_mlp(&f, gate, up, act.clone(), i)?;
+        let m = s.gated_mlp(&f, [gate, up], act.clone(), i)?;
         let mut d = s.op(Op::Matmul, &[&m, down], Label::layer(i, "mlp_out"))?;
         if let Some([_, post]) = &l.ff_norms {
             d = s.op(norm.clone(), &[&d, post], Label::layer(i, "mlp_out"))?;

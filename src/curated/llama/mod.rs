@@ -156,17 +156,6 @@ impl Llama {
         ids: &[u32],
         rows: LogitRows,
     ) -> Result<Tensor, ExecutionError> {
-        dispatcher.install(|| self.forward_on_pool(dispatcher, ctx, cache, ids, rows))
-    }
-
-    fn forward_on_pool(
-        &self,
-        dispatcher: &Dispatcher,
-        ctx: &mut ExecContext,
-        cache: &mut KvCache,
-        ids: &[u32],
-        rows: LogitRows,
-    ) -> Result<Tensor, ExecutionError> {
         let s = ids.len();
         let pos = cache.len;
         if s == 0 {
@@ -182,15 +171,17 @@ impl Llama {
                 requested: pos + s,
             });
         }
-        ctx.begin_forward();
         let ids_t = Tensor::from_i32(&[s], ids.iter().map(|&i| i as i32).collect())?;
-        let rows_of_cache = KvRows {
-            k: &cache.k,
-            v: &cache.v,
-            pos,
-        };
-        let mut sink = EagerSink::new(dispatcher, ctx, s, Some(rows_of_cache), &self.ropes);
-        let logits = forward::forward(&self.config, &self.weights, &mut sink, ids_t, rows)?;
+        let logits = dispatcher.install(|| {
+            ctx.begin_forward();
+            let kv = KvRows {
+                k: &cache.k,
+                v: &cache.v,
+                pos,
+            };
+            let mut sink = EagerSink::new(dispatcher, ctx, s, Some(kv), &self.ropes);
+            forward::forward(&self.config, &self.weights, &mut sink, ids_t, rows)
+        })?;
         cache.len = pos + s;
         Ok(logits)
     }

@@ -1,6 +1,6 @@
 //! The eager sink: every op is dispatched at once, with the hand fusions.
 
-use super::{CachedAttention, Label, Residual, RopeSpec, Sink};
+use super::{CachedAttention, Label, QkvProjections, Residual, RopeSpec, Sink};
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::curated::llama::LogitRows;
 use crate::error::ExecutionError;
@@ -178,12 +178,15 @@ impl Sink for EagerSink<'_> {
     fn qkv(
         &mut self,
         x: &Tensor,
-        w: [&Tensor; 3],
-        bias: Option<[&Tensor; 3]>,
-        heads: [usize; 3],
-        head_dim: usize,
-        _layer: usize,
+        p: QkvProjections<'_, Tensor>,
     ) -> Result<[Tensor; 3], ExecutionError> {
+        let QkvProjections {
+            w,
+            bias,
+            heads,
+            head_dim,
+            ..
+        } = p;
         let mut qkv = self.dispatcher.run(
             &Op::FusedQkv,
             &[x.clone(), w[0].clone(), w[1].clone(), w[2].clone()],
@@ -206,9 +209,7 @@ impl Sink for EagerSink<'_> {
 
     fn cached_attention(
         &mut self,
-        q: Tensor,
-        k: Tensor,
-        v: Tensor,
+        [q, k, v]: [Tensor; 3],
         rope: RopeSpec,
         attn: CachedAttention,
     ) -> Result<Tensor, ExecutionError> {
@@ -252,8 +253,7 @@ impl Sink for EagerSink<'_> {
     fn gated_mlp(
         &mut self,
         x: &Tensor,
-        gate: &Tensor,
-        up: &Tensor,
+        [gate, up]: [&Tensor; 2],
         act: Op,
         _layer: usize,
     ) -> Result<Tensor, ExecutionError> {
@@ -269,8 +269,7 @@ impl Sink for EagerSink<'_> {
     fn linear(
         &mut self,
         x: &Tensor,
-        w: &Tensor,
-        b: &Tensor,
+        [w, b]: [&Tensor; 2],
         act: Option<Op>,
         _label: Label,
     ) -> Result<Tensor, ExecutionError> {
@@ -310,7 +309,7 @@ impl Sink for EagerSink<'_> {
         if self.dispatcher.primary_supports(&fused, &args) {
             return self.run1(&fused, &args);
         }
-        let y = self.linear(x, lin[0], lin[1], None, label)?;
+        let y = self.linear(x, lin, None, label)?;
         let s = self.run1(&Op::Add, &[h, y])?;
         self.run1(
             &Op::LayerNorm { eps },
@@ -326,9 +325,9 @@ impl Sink for EagerSink<'_> {
         head_dim: usize,
         layer: usize,
     ) -> Result<Tensor, ExecutionError> {
-        let q = self.linear(x, lin[0][0], lin[0][1], None, Label::layer(layer, "query"))?;
-        let k = self.linear(x, lin[1][0], lin[1][1], None, Label::layer(layer, "key"))?;
-        let v = self.linear(x, lin[2][0], lin[2][1], None, Label::layer(layer, "value"))?;
+        let q = self.linear(x, lin[0], None, Label::layer(layer, "query"))?;
+        let k = self.linear(x, lin[1], None, Label::layer(layer, "key"))?;
+        let v = self.linear(x, lin[2], None, Label::layer(layer, "value"))?;
         padded_attention(self, [q, k, v], heads, head_dim)
     }
 

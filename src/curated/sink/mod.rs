@@ -95,6 +95,21 @@ pub(crate) struct CachedAttention {
     pub head_dim: usize,
 }
 
+/// The q, k, v projections of a decoder layer: `x W^T` with each weight, plus
+/// its bias where there are biases, viewed as `[-1, heads[j], head_dim]`.
+pub(crate) struct QkvProjections<'w, V> {
+    /// The q, k, v weights.
+    pub w: [&'w V; 3],
+    /// Their biases (all three or none).
+    pub bias: Option<[&'w V; 3]>,
+    /// Heads of q, k and v.
+    pub heads: [usize; 3],
+    /// Width of one head.
+    pub head_dim: usize,
+    /// The layer (names in a recorded graph).
+    pub layer: usize,
+}
+
 /// Where a family's weights come from: `V` is the sink's value type.
 pub(crate) trait WeightSource {
     /// A bound weight.
@@ -186,46 +201,37 @@ pub(crate) trait Sink {
         rows: LogitRows,
     ) -> Result<(), ExecutionError>;
 
-    /// The q, k, v projections of `x` (`x W^T` with each weight, plus its bias),
-    /// viewed as `[-1, heads[j], head_dim]`.
+    /// The q, k, v projections of `x` ([`QkvProjections`]).
     fn qkv(
         &mut self,
         x: &Self::V,
-        w: [&Self::V; 3],
-        bias: Option<[&Self::V; 3]>,
-        heads: [usize; 3],
-        head_dim: usize,
-        layer: usize,
+        p: QkvProjections<'_, Self::V>,
     ) -> Result<[Self::V; 3], ExecutionError>;
 
     /// Rotates q and k (`rope`), appends k and v to the layer's KV cache and
     /// returns the attention of q over the cache `[-1, heads, head_dim]`.
     fn cached_attention(
         &mut self,
-        q: Self::V,
-        k: Self::V,
-        v: Self::V,
+        qkv: [Self::V; 3],
         rope: RopeSpec,
         attn: CachedAttention,
     ) -> Result<Self::V, ExecutionError>;
 
-    /// The gated MLP's hidden `act(x gate^T) * (x up^T)` (`act`: `Silu`,
-    /// `Gelu` or `GeluTanh`).
+    /// The gated MLP's hidden `act(x gate^T) * (x up^T)` with `gate_up =
+    /// (gate, up)` (`act`: `Silu`, `Gelu` or `GeluTanh`).
     fn gated_mlp(
         &mut self,
         x: &Self::V,
-        gate: &Self::V,
-        up: &Self::V,
+        gate_up: [&Self::V; 2],
         act: Op,
         layer: usize,
     ) -> Result<Self::V, ExecutionError>;
 
-    /// `act(x W^T + b)` (`act` an element-wise op, or none).
+    /// `act(x W^T + b)` with `lin = (W, b)` (`act` an element-wise op, or none).
     fn linear(
         &mut self,
         x: &Self::V,
-        w: &Self::V,
-        b: &Self::V,
+        lin: [&Self::V; 2],
         act: Option<Op>,
         label: Label,
     ) -> Result<Self::V, ExecutionError>;

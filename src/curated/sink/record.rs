@@ -1,7 +1,7 @@
 //! The recording sink: every op becomes a node of a [`GraphDoc`], in unfused
 //! primitive ops (the fusion pass fuses at load for the chosen backend).
 
-use super::{CachedAttention, Label, Residual, RopeSpec, Sink};
+use super::{CachedAttention, Label, QkvProjections, Residual, RopeSpec, Sink};
 use crate::backend::Op;
 use crate::curated::llama::LogitRows;
 use crate::error::ExecutionError;
@@ -195,12 +195,15 @@ impl Sink for RecordingSink {
     fn qkv(
         &mut self,
         x: &String,
-        w: [&String; 3],
-        bias: Option<[&String; 3]>,
-        heads: [usize; 3],
-        head_dim: usize,
-        layer: usize,
+        p: QkvProjections<'_, String>,
     ) -> Result<[String; 3], ExecutionError> {
+        let QkvProjections {
+            w,
+            bias,
+            heads,
+            head_dim,
+            layer,
+        } = p;
         let parts = ["q", "k", "v"];
         let mut out: [String; 3] = Default::default();
         for j in 0..3 {
@@ -216,9 +219,7 @@ impl Sink for RecordingSink {
 
     fn cached_attention(
         &mut self,
-        q: String,
-        k: String,
-        v: String,
+        [q, k, v]: [String; 3],
         rope: RopeSpec,
         attn: CachedAttention,
     ) -> Result<String, ExecutionError> {
@@ -261,8 +262,7 @@ impl Sink for RecordingSink {
     fn gated_mlp(
         &mut self,
         x: &String,
-        gate: &String,
-        up: &String,
+        [gate, up]: [&String; 2],
         act: Op,
         layer: usize,
     ) -> Result<String, ExecutionError> {
@@ -287,8 +287,7 @@ impl Sink for RecordingSink {
     fn linear(
         &mut self,
         x: &String,
-        w: &String,
-        b: &String,
+        [w, b]: [&String; 2],
         act: Option<Op>,
         label: Label,
     ) -> Result<String, ExecutionError> {
@@ -309,7 +308,7 @@ impl Sink for RecordingSink {
         eps: f32,
         label: Label,
     ) -> Result<String, ExecutionError> {
-        let y = self.linear(x, lin[0], lin[1], None, label)?;
+        let y = self.linear(x, lin, None, label)?;
         let s = self.op1(GraphOp::Fixed(Op::Add), &[&h, &y], Label::top("h"));
         let ln = GraphOp::Fixed(Op::LayerNorm { eps });
         Ok(self.op1(ln, &[&s, norm[0], norm[1]], Label::top("h")))
@@ -327,7 +326,7 @@ impl Sink for RecordingSink {
         let mut qkv: [String; 3] = Default::default();
         for j in 0..3 {
             let label = Label::layer(layer, parts[j]);
-            let y = self.linear(x, lin[j][0], lin[j][1], None, label)?;
+            let y = self.linear(x, lin[j], None, label)?;
             qkv[j] = self.op1(GraphOp::Reshape(dims(&[heads, head_dim])), &[&y], label);
         }
         let sdpa = GraphOp::Sdpa {
