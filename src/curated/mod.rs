@@ -3,10 +3,19 @@
 //! - [`llama`]: LlamaStyle, decoder-only text generation (llama, mistral,
 //!   qwen2/3, gemma/2/3, phi3, granite, olmo2, smollm).
 //! - [`bert`]: BertStyle, encoders for embeddings and classification (bert,
-//!   roberta, xlm-roberta).
+//!   roberta, xlm-roberta, distilbert).
+//! - [`whisper`]: WhisperStyle, speech recognition.
 //!
-//! Each family is written against the [`Dispatcher`](crate::backend::Dispatcher)
-//! so the same code runs on every backend.
+//! LlamaStyle and BertStyle are written once, in their `forward.rs`, against
+//! the builder interface of `sink`: run eagerly on the
+//! [`Dispatcher`](crate::backend::Dispatcher) (every backend, with the hand
+//! fusions) and recorded as the model's `graph` section (their `graph.rs`).
+//! A new family adds its registry row in `loader/family.rs`, its tensor names
+//! in `loader/<family>_names.rs`, and here a folder with `config.rs`,
+//! `forward.rs` (bind + forward against `Sink`) and `graph.rs`; a fusion
+//! the family needs becomes a `Sink` method implemented by both sinks.
+//! WhisperStyle still has its eager forward here and its graph writer in
+//! `graph/whisper.rs`.
 
 pub mod bert;
 mod linear;

@@ -15,6 +15,18 @@ pub enum Variant {
     DistilBert,
 }
 
+impl Variant {
+    /// The variant of a BertStyle `model_type`, `None` for any other type.
+    pub fn for_model_type(model_type: &str) -> Option<Variant> {
+        match model_type {
+            "bert" => Some(Variant::Bert),
+            "roberta" | "xlm-roberta" => Some(Variant::Roberta),
+            "distilbert" => Some(Variant::DistilBert),
+            _ => None,
+        }
+    }
+}
+
 /// Per-layer tensor names (without `.weight` / `.bias`) of `variant`: the layer
 /// stack prefix (`{stack}.{i}.{name}`), then query, key, value, attention output,
 /// attention norm, MLP in, MLP out and MLP norm.

@@ -302,10 +302,7 @@ fn bert_tensors(
         push(t, format!("{p}.bias"), vec![out], true);
     };
     norm(&mut t, bert_names::EMBED_NORM.into());
-    let variant = match config.model_type.as_str() {
-        "distilbert" => Variant::DistilBert,
-        _ => Variant::Bert,
-    };
+    let variant = Variant::for_model_type(&config.model_type).unwrap_or(Variant::Bert);
     let (stack, [q, k, v, o, on, fi, fo, fon]) = layer_names(variant);
     for i in 0..layers {
         let l = format!("{stack}.{i}");

@@ -130,17 +130,14 @@ impl BertConfig {
     pub fn from_config(config: &Config) -> Result<BertConfig, ExecutionError> {
         let a = &config.architecture;
         let mt = config.model_type.as_str();
-        let variant = match mt {
-            "bert" => Variant::Bert,
-            "roberta" | "xlm-roberta" => Variant::Roberta,
-            "distilbert" => Variant::DistilBert,
-            other => {
-                return Err(invalid(
-                    "model_type",
-                    format!("'{other}' is not a BertStyle model type (bert, roberta, xlm-roberta, distilbert)"),
-                ))
-            }
-        };
+        let variant = Variant::for_model_type(mt).ok_or_else(|| {
+            invalid(
+                "model_type",
+                format!(
+                    "'{mt}' is not a BertStyle model type (bert, roberta, xlm-roberta, distilbert)"
+                ),
+            )
+        })?;
         let hidden = need(a.hidden_size, "hidden_size")?;
         let heads = need(a.num_attention_heads, "num_attention_heads")?;
         if hidden % heads != 0 {
