@@ -1,6 +1,6 @@
 //! The canonical tensor names of the LlamaStyle family, shared by the loader's
 //! family requirements and the family's one definition
-//! ([`crate::curated::llama`], run eagerly or recorded as a graph).
+//! (the LlamaStyle forward, run eagerly or recorded as a graph).
 
 /// The token embedding table `[vocab, hidden]`.
 pub const EMBED: &str = "model.embed_tokens.weight";
