@@ -25,6 +25,7 @@ use crate::curated::sink::record::{input, Builder};
 use crate::curated::whisper::WhisperConfig;
 use crate::error::ExecutionError;
 use crate::ir::{GraphDoc, GraphOp, MaskKind, StateDecl};
+use crate::loader::whisper_names::{self as wn, LayerNames};
 use crate::loader::Config;
 
 fn fixed(op: Op) -> GraphOp {
@@ -72,12 +73,12 @@ fn attend(
     b.op1(fixed(Op::Add), &[x, &o], "x")
 }
 
-/// The residual MLP block: `x + fc2(gelu(fc1(LN(x))))`.
-fn mlp(b: &mut Builder, has: &dyn Fn(&str) -> bool, x: &str, p: &str, eps: f32) -> String {
-    let n = b.layer_norm(x, &format!("{p}.final_layer_norm"), eps, "mlp_in");
-    let f = linear(b, has, &n, &format!("{p}.fc1"), "mlp");
+/// The residual MLP block of layer `n`: `x + fc2(gelu(fc1(LN(x))))`.
+fn mlp(b: &mut Builder, has: &dyn Fn(&str) -> bool, x: &str, n: &LayerNames, eps: f32) -> String {
+    let h = b.layer_norm(x, &n.mlp_norm, eps, "mlp_in");
+    let f = linear(b, has, &h, &n.fc[0], "mlp");
     let f = b.op1(fixed(Op::Gelu), &[&f], "mlp");
-    let f = linear(b, has, &f, &format!("{p}.fc2"), "mlp_out");
+    let f = linear(b, has, &f, &n.fc[1], "mlp_out");
     b.op1(fixed(Op::Add), &[x, &f], "x")
 }
 
@@ -90,93 +91,57 @@ pub fn whisper_graph(
     let c = WhisperConfig::from_config(config)?;
     let d = c.d_model as i64;
     let mut b = Builder::new();
-    let enc = "model.encoder";
-    let conv = |stride| fixed(Op::Conv1d { stride, padding: 1 });
-    let x = b.op1(
-        conv(1),
-        &[
-            "mel",
-            &format!("{enc}.conv1.weight"),
-            &format!("{enc}.conv1.bias"),
-        ],
-        "conv1",
-    );
-    let x = b.op1(fixed(Op::Gelu), &[&x], "conv1");
-    let x = b.op1(
-        conv(2),
-        &[
-            &x,
-            &format!("{enc}.conv2.weight"),
-            &format!("{enc}.conv2.bias"),
-        ],
-        "conv2",
-    );
-    let x = b.op1(fixed(Op::Gelu), &[&x], "conv2");
+    let mut x = "mel".to_string();
+    for (stride, (conv, name)) in [1, 2]
+        .into_iter()
+        .zip(wn::CONV.iter().zip(["conv1", "conv2"]))
+    {
+        let op = fixed(Op::Conv1d { stride, padding: 1 });
+        let (w, bias) = (format!("{conv}.weight"), format!("{conv}.bias"));
+        x = b.op1(op, &[&x, &w, &bias], name);
+        x = b.op1(fixed(Op::Gelu), &[&x], name);
+    }
     let x = b.op1(fixed(Op::Permute(vec![1, 0])), &[&x], "conv2");
     let pos = b.op1(
         fixed(Op::Embed),
-        &["audio_positions", &format!("{enc}.embed_positions.weight")],
+        &["audio_positions", wn::ENC_POSITIONS],
         "audio_pos",
     );
     let mut x = b.op1(fixed(Op::Add), &[&x, &pos], "x");
     let eh = c.encoder_heads as i64;
     for i in 0..c.encoder_layers {
-        let p = format!("{enc}.layers.{i}");
-        let n = b.layer_norm(&x, &format!("{p}.self_attn_layer_norm"), c.eps, "attn_in");
+        let names = LayerNames::encoder(i);
+        let n = b.layer_norm(&x, &names.attn_norm, c.eps, "attn_in");
         let shape = [-1, eh, d / eh];
-        let [q, k, v] = ["q", "k", "v"].map(|t| {
-            heads(
-                &mut b,
-                has,
-                &n,
-                &format!("{p}.self_attn.{t}_proj"),
-                &shape,
-                t,
-            )
-        });
-        let out = format!("{p}.self_attn.out_proj");
+        let [qp, kp, vp, out] = wn::attn_proj(&names.attn);
+        let [q, k, v] = [(qp, "q"), (kp, "k"), (vp, "v")]
+            .map(|(proj, t)| heads(&mut b, has, &n, &proj, &shape, t));
         x = attend(&mut b, has, &x, [&q, &k, &v], MaskKind::None, &out, d);
-        x = mlp(&mut b, has, &x, &p, c.eps);
+        x = mlp(&mut b, has, &x, &names, c.eps);
     }
-    let audio = b.layer_norm(&x, &format!("{enc}.layer_norm"), c.eps, "audio");
+    let audio = b.layer_norm(&x, wn::ENC_NORM, c.eps, "audio");
     let dh_n = c.decoder_heads as i64;
     let dshape = [-1, dh_n, d / dh_n];
     let mut outputs = vec!["logits".to_string()];
     for i in 0..c.decoder_layers {
-        let p = format!("model.decoder.layers.{i}.encoder_attn");
-        for t in ["k", "v"] {
-            let y = linear(&mut b, has, &audio, &format!("{p}.{t}_proj"), "cross");
+        let [_, ck, cv, _] = wn::attn_proj(&wn::cross(i)[1]);
+        for (proj, t) in [(ck, "k"), (cv, "v")] {
+            let y = linear(&mut b, has, &audio, &proj, "cross");
             let name = format!("cross_{t}.{i}");
             b.node(GraphOp::Reshape(dshape.to_vec()), &[&y], &[&name]);
             outputs.push(name);
         }
     }
-    let dec = "model.decoder";
-    let e = b.op1(
-        fixed(Op::Embed),
-        &["tokens", &format!("{dec}.embed_tokens.weight")],
-        "embed",
-    );
-    let pe = b.op1(
-        fixed(Op::Embed),
-        &["positions", &format!("{dec}.embed_positions.weight")],
-        "embed",
-    );
+    let e = b.op1(fixed(Op::Embed), &["tokens", wn::DEC_EMBED], "embed");
+    let pe = b.op1(fixed(Op::Embed), &["positions", wn::DEC_POSITIONS], "embed");
     let mut y = b.op1(fixed(Op::Add), &[&e, &pe], "y");
     let mut state = Vec::with_capacity(c.decoder_layers);
     for i in 0..c.decoder_layers {
-        let p = format!("{dec}.layers.{i}");
-        let n = b.layer_norm(&y, &format!("{p}.self_attn_layer_norm"), c.eps, "attn_in");
-        let [q, k, v] = ["q", "k", "v"].map(|t| {
-            heads(
-                &mut b,
-                has,
-                &n,
-                &format!("{p}.self_attn.{t}_proj"),
-                &dshape,
-                t,
-            )
-        });
+        let names = LayerNames::decoder(i);
+        let n = b.layer_norm(&y, &names.attn_norm, c.eps, "attn_in");
+        let [qp, kp, vp, out] = wn::attn_proj(&names.attn);
+        let [q, k, v] = [(qp, "q"), (kp, "k"), (vp, "v")]
+            .map(|(proj, t)| heads(&mut b, has, &n, &proj, &dshape, t));
         let st = format!("kv.{i}");
         state.push(StateDecl {
             name: st.clone(),
@@ -187,34 +152,22 @@ pub fn whisper_graph(
         });
         let (ka, va) = (format!("l{i}.K"), format!("l{i}.V"));
         b.node(GraphOp::KvAppend, &[&st, &k, &v], &[&ka, &va]);
-        let out = format!("{p}.self_attn.out_proj");
         y = attend(&mut b, has, &y, [&q, &ka, &va], MaskKind::Causal, &out, d);
-        let n = b.layer_norm(
-            &y,
-            &format!("{p}.encoder_attn_layer_norm"),
-            c.eps,
-            "cross_in",
-        );
-        let q = heads(
-            &mut b,
-            has,
-            &n,
-            &format!("{p}.encoder_attn.q_proj"),
-            &dshape,
-            "q",
-        );
+        let [cross_norm, cross] = wn::cross(i);
+        let n = b.layer_norm(&y, &cross_norm, c.eps, "cross_in");
+        let [qp, _, _, out] = wn::attn_proj(&cross);
+        let q = heads(&mut b, has, &n, &qp, &dshape, "q");
         let (ck, cv) = (format!("cross_k.{i}"), format!("cross_v.{i}"));
-        let out = format!("{p}.encoder_attn.out_proj");
         y = attend(&mut b, has, &y, [&q, &ck, &cv], MaskKind::None, &out, d);
-        y = mlp(&mut b, has, &y, &p, c.eps);
+        y = mlp(&mut b, has, &y, &names, c.eps);
     }
-    let y = b.layer_norm(&y, &format!("{dec}.layer_norm"), c.eps, "out_norm");
-    let head = if has("proj_out.weight") {
-        "proj_out.weight".to_string()
+    let y = b.layer_norm(&y, wn::DEC_NORM, c.eps, "out_norm");
+    let head = if has(wn::PROJ_OUT) {
+        wn::PROJ_OUT
     } else {
-        format!("{dec}.embed_tokens.weight")
+        wn::DEC_EMBED
     };
-    b.node(fixed(Op::Matmul), &[&y, &head], &["logits"]);
+    b.node(fixed(Op::Matmul), &[&y, head], &["logits"]);
     Ok(GraphDoc {
         version: 1,
         inputs: vec![

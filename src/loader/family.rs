@@ -7,6 +7,7 @@ use super::bert_names::{self, layer_names, Variant};
 use super::config::Config;
 use super::llama_names::{self, LayerNames};
 use super::tensors::TensorIndex;
+use super::whisper_names as wn;
 
 /// A curated family (families.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -363,67 +364,43 @@ fn whisper_tensors(
         push(t, format!("{p}.weight"), vec![d], true);
         push(t, format!("{p}.bias"), vec![d], true);
     };
-    let attn = |t: &mut Vec<RequiredTensor>, p: String| {
-        linear(t, format!("{p}.q_proj"), d, d, true);
-        linear(t, format!("{p}.k_proj"), d, d, false);
-        linear(t, format!("{p}.v_proj"), d, d, true);
-        linear(t, format!("{p}.out_proj"), d, d, true);
+    let attn = |t: &mut Vec<RequiredTensor>, block: &str| {
+        let [q, k, v, o] = wn::attn_proj(block);
+        linear(t, q, d, d, true);
+        linear(t, k, d, d, false);
+        linear(t, v, d, d, true);
+        linear(t, o, d, d, true);
     };
-    push(&mut t, "model.mel_filters".into(), vec![n_mels, 201], true);
-    push(
-        &mut t,
-        "model.encoder.conv1.weight".into(),
-        vec![d, n_mels, 3],
-        true,
-    );
-    push(&mut t, "model.encoder.conv1.bias".into(), vec![d], true);
-    push(
-        &mut t,
-        "model.encoder.conv2.weight".into(),
-        vec![d, d, 3],
-        true,
-    );
-    push(&mut t, "model.encoder.conv2.bias".into(), vec![d], true);
-    push(
-        &mut t,
-        "model.encoder.embed_positions.weight".into(),
-        vec![audio_ctx, d],
-        true,
-    );
+    let layer = |t: &mut Vec<RequiredTensor>, n: wn::LayerNames, cross: Option<usize>, ffn| {
+        norm(t, n.attn_norm);
+        attn(t, &n.attn);
+        if let Some([cross_norm, block]) = cross.map(wn::cross) {
+            norm(t, cross_norm);
+            attn(t, &block);
+        }
+        norm(t, n.mlp_norm);
+        let [fc1, fc2] = n.fc;
+        linear(t, fc1, ffn, d, true);
+        linear(t, fc2, d, ffn, true);
+    };
+    push(&mut t, wn::MEL_FILTERS.into(), vec![n_mels, 201], true);
+    for (conv, cin) in wn::CONV.into_iter().zip([n_mels, d]) {
+        push(&mut t, format!("{conv}.weight"), vec![d, cin, 3], true);
+        push(&mut t, format!("{conv}.bias"), vec![d], true);
+    }
+    push(&mut t, wn::ENC_POSITIONS.into(), vec![audio_ctx, d], true);
     for i in 0..enc_layers {
-        let l = format!("model.encoder.layers.{i}");
-        norm(&mut t, format!("{l}.self_attn_layer_norm"));
-        attn(&mut t, format!("{l}.self_attn"));
-        norm(&mut t, format!("{l}.final_layer_norm"));
-        linear(&mut t, format!("{l}.fc1"), enc_ffn, d, true);
-        linear(&mut t, format!("{l}.fc2"), d, enc_ffn, true);
+        layer(&mut t, wn::LayerNames::encoder(i), None, enc_ffn);
     }
-    norm(&mut t, "model.encoder.layer_norm".into());
-    push(
-        &mut t,
-        "model.decoder.embed_tokens.weight".into(),
-        vec![vocab, d],
-        true,
-    );
-    push(
-        &mut t,
-        "model.decoder.embed_positions.weight".into(),
-        vec![text_ctx, d],
-        true,
-    );
+    norm(&mut t, wn::ENC_NORM.into());
+    push(&mut t, wn::DEC_EMBED.into(), vec![vocab, d], true);
+    push(&mut t, wn::DEC_POSITIONS.into(), vec![text_ctx, d], true);
     for i in 0..layers {
-        let l = format!("model.decoder.layers.{i}");
-        norm(&mut t, format!("{l}.self_attn_layer_norm"));
-        attn(&mut t, format!("{l}.self_attn"));
-        norm(&mut t, format!("{l}.encoder_attn_layer_norm"));
-        attn(&mut t, format!("{l}.encoder_attn"));
-        norm(&mut t, format!("{l}.final_layer_norm"));
-        linear(&mut t, format!("{l}.fc1"), ffn, d, true);
-        linear(&mut t, format!("{l}.fc2"), d, ffn, true);
+        layer(&mut t, wn::LayerNames::decoder(i), Some(i), ffn);
     }
-    norm(&mut t, "model.decoder.layer_norm".into());
+    norm(&mut t, wn::DEC_NORM.into());
     let tied = a.tie_word_embeddings.unwrap_or(true);
-    push(&mut t, "proj_out.weight".into(), vec![vocab, d], !tied);
+    push(&mut t, wn::PROJ_OUT.into(), vec![vocab, d], !tied);
     Ok(t)
 }
 

@@ -19,6 +19,7 @@ pub mod sniff;
 pub mod tensors;
 mod toml_text;
 pub mod vocab;
+pub mod whisper_names;
 pub mod writer;
 
 pub use config::{ChatSection, Config, EvalSection};

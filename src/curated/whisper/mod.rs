@@ -28,6 +28,7 @@ use super::{Linear, WeightBinder};
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, SharedBytes, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
+use crate::loader::whisper_names as wn;
 use crate::loader::Model;
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
@@ -86,12 +87,13 @@ impl WhisperWeights for WeightBinder {
         })
     }
 
-    fn attn(&self, p: &str) -> Result<Attn, ExecutionError> {
+    fn attn(&self, block: &str) -> Result<Attn, ExecutionError> {
+        let [q, k, v, o] = wn::attn_proj(block);
         Ok(Attn {
-            q: self.linear(&format!("{p}.q_proj"))?,
-            k: self.linear(&format!("{p}.k_proj"))?,
-            v: self.linear(&format!("{p}.v_proj"))?,
-            o: self.linear(&format!("{p}.out_proj"))?,
+            q: self.linear(&q)?,
+            k: self.linear(&k)?,
+            v: self.linear(&v)?,
+            o: self.linear(&o)?,
         })
     }
 }
@@ -194,54 +196,55 @@ impl Whisper {
                 o: wide(a.o)?,
             })
         };
-        let mel_filters = host(&b.need("model.mel_filters", true)?, &dispatcher)?;
+        let mel_filters = host(&b.need(wn::MEL_FILTERS, true)?, &dispatcher)?;
         let enc_layers = (0..config.encoder_layers)
             .map(|i| {
-                let p = format!("model.encoder.layers.{i}");
+                let n = wn::LayerNames::encoder(i);
                 Ok(EncoderLayer {
-                    ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
-                    attn: wide_attn(b.attn(&format!("{p}.self_attn"))?)?,
-                    ln2: b.norm(&format!("{p}.final_layer_norm"))?,
-                    fc1: wide(b.linear(&format!("{p}.fc1"))?)?,
-                    fc2: wide(b.linear(&format!("{p}.fc2"))?)?,
+                    ln1: b.norm(&n.attn_norm)?,
+                    attn: wide_attn(b.attn(&n.attn)?)?,
+                    ln2: b.norm(&n.mlp_norm)?,
+                    fc1: wide(b.linear(&n.fc[0])?)?,
+                    fc2: wide(b.linear(&n.fc[1])?)?,
                 })
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
         let dec_layers = (0..config.decoder_layers)
             .map(|i| {
-                let p = format!("model.decoder.layers.{i}");
+                let n = wn::LayerNames::decoder(i);
+                let [cross_norm, cross] = wn::cross(i);
                 Ok(DecoderLayer {
-                    ln1: b.norm(&format!("{p}.self_attn_layer_norm"))?,
-                    self_attn: b.attn(&format!("{p}.self_attn"))?,
-                    ln2: b.norm(&format!("{p}.encoder_attn_layer_norm"))?,
+                    ln1: b.norm(&n.attn_norm)?,
+                    self_attn: b.attn(&n.attn)?,
+                    ln2: b.norm(&cross_norm)?,
                     cross: {
-                        let a = b.attn(&format!("{p}.encoder_attn"))?;
+                        let a = b.attn(&cross)?;
                         Attn {
                             k: wide(a.k)?,
                             v: wide(a.v)?,
                             ..a
                         }
                     },
-                    ln3: b.norm(&format!("{p}.final_layer_norm"))?,
-                    fc1: b.linear(&format!("{p}.fc1"))?,
-                    fc2: b.linear(&format!("{p}.fc2"))?,
+                    ln3: b.norm(&n.mlp_norm)?,
+                    fc1: b.linear(&n.fc[0])?,
+                    fc2: b.linear(&n.fc[1])?,
                 })
             })
             .collect::<Result<Vec<_>, ExecutionError>>()?;
-        let embed = b.need("model.decoder.embed_tokens.weight", false)?;
-        let proj = match b.get("proj_out.weight", false)? {
+        let embed = b.need(wn::DEC_EMBED, false)?;
+        let proj = match b.get(wn::PROJ_OUT, false)? {
             Some(p) => p,
             None => embed.clone(),
         };
         Ok(Whisper {
-            conv1: conv("model.encoder.conv1", n_mels)?,
-            conv2: conv("model.encoder.conv2", d)?,
-            enc_pos: b.need("model.encoder.embed_positions.weight", true)?,
+            conv1: conv(wn::CONV[0], n_mels)?,
+            conv2: conv(wn::CONV[1], d)?,
+            enc_pos: b.need(wn::ENC_POSITIONS, true)?,
             enc_layers,
-            enc_norm: b.norm("model.encoder.layer_norm")?,
-            dec_pos: b.need("model.decoder.embed_positions.weight", true)?,
+            enc_norm: b.norm(wn::ENC_NORM)?,
+            dec_pos: b.need(wn::DEC_POSITIONS, true)?,
             dec_layers,
-            dec_norm: b.norm("model.decoder.layer_norm")?,
+            dec_norm: b.norm(wn::DEC_NORM)?,
             embed,
             proj,
             mel_filters,
