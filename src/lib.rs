@@ -20,6 +20,7 @@ pub mod graph;
 pub mod import;
 pub mod ir;
 pub mod loader;
+pub mod path;
 pub mod perplexity;
 pub mod quant;
 pub mod serve;
