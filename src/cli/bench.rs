@@ -108,9 +108,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
     for p in list(&a.path) {
         match PathChoice::parse(&p) {
             Some(p) => paths.push(p),
-            None => {
-                return Err(format!("--path: unknown path `{p}` (auto, curated, graph)").into())
-            }
+            None => return Err(format!("--path: unknown path `{p}` (auto, curated, graph)").into()),
         }
     }
     if backends.is_empty() || paths.is_empty() {

@@ -131,8 +131,10 @@ impl Encoder {
         let tokenizer = Tokenizer::from_model(&model)?;
         let bert = Bert::new(model.clone())?;
         let ctx = ExecContext::new(dispatcher.threads());
-        let engine = Engine::bind(&model, path, &dispatcher, GraphOptions::default(), |_| Ok(()))?
-            .map_graph(|g| g.session())?;
+        let engine = Engine::bind(&model, path, &dispatcher, GraphOptions::default(), |_| {
+            Ok(())
+        })?
+        .map_graph(|g| g.session())?;
         Ok(Encoder {
             model,
             bert,

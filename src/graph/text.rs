@@ -80,9 +80,7 @@ impl TextEngine {
         rows: LogitRows,
     ) -> Result<Tensor, ExecutionError> {
         match (self, cache) {
-            (Engine::Curated(l), Engine::Curated(c)) => {
-                l.forward(dispatcher, ctx, c, ids, rows)
-            }
+            (Engine::Curated(l), Engine::Curated(c)) => l.forward(dispatcher, ctx, c, ids, rows),
             (Engine::Graph(_), Engine::Graph(s)) => {
                 let first = rows.first_row(ids.len());
                 if first + 1 < ids.len() {
