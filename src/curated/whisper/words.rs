@@ -14,7 +14,8 @@
 //!   (soft-maxed over the text vocabulary), punctuation is merged into the neighbouring
 //!   words, and the duration heuristics clip words at sentence and segment boundaries.
 
-use super::{EncoderOutput, Whisper};
+use super::decode::WhisperForward;
+use super::Whisper;
 use crate::backend::{ExecContext, Tensor};
 use crate::error::ExecutionError;
 
@@ -46,7 +47,7 @@ const NO_SPACE_LANGUAGES: [&str; 6] = ["zh", "ja", "th", "lo", "my", "yue"];
 const ASCII_PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
 
 /// The raw cross-attention scores of the alignment heads, collected during one decoder pass.
-pub(super) struct AlignCapture {
+pub(crate) struct AlignCapture {
     /// `(layer, head)` pairs, in the model's order.
     heads: Vec<(usize, usize)>,
     /// Audio frames kept (the window's content).
@@ -476,9 +477,10 @@ impl Whisper {
     /// multilingual models; `last_speech` is the end of the previous speech. Errors when
     /// the model has no alignment heads (files imported before they were stored).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn add_word_timestamps(
+    pub(super) fn add_word_timestamps<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         sot_sequence: &[u32],
         language: &str,
         subs: &mut [Subsegment],
@@ -517,18 +519,8 @@ impl Whisper {
             frames: cols,
             scores: Vec::new(),
         };
-        let mut cache = self.new_cache()?;
         let want: Vec<usize> = (offset - 1..offset - 1 + text.len()).collect();
-        let logits = self.dispatcher.install(|| {
-            self.decode_steps_on_pool(
-                enc,
-                std::slice::from_mut(&mut cache),
-                &tokens,
-                &want,
-                Some(&mut capture),
-                ctx,
-            )
-        })?;
+        let logits = f.align(enc, &tokens, &want, &mut capture, ctx)?;
         // The text tokens' probabilities, soft-maxed over the text vocabulary (< eot).
         let probs: Vec<f32> = (logits.iter().zip(&text))
             .map(|(l, &t)| {
