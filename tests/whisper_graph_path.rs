@@ -2,7 +2,8 @@
 //! executor) under the curated decoding rules gives the curated transcript on cpu
 //! — the same segments, tokens and times — and matches faster-whisper's fixtures
 //! as the curated path does: greedy with timestamps, beam search, and the
-//! two-minute long form. Word timestamps are refused on the graph path by name.
+//! two-minute long form, and word timestamps (the alignment heads' scores from the
+//! graph's cross-attention queries).
 
 mod whisper_util;
 
@@ -32,8 +33,8 @@ fn jfk() -> Vec<f32> {
 }
 
 /// Both paths' transcripts of `samples` under `opts`, checked identical: segment
-/// text, tokens, times and temperature.
-fn both(samples: &[f32], opts: &TranscribeOptions) -> Transcript {
+/// text, tokens, times and temperature; the graph's, then the curated one.
+fn both(samples: &[f32], opts: &TranscribeOptions) -> (Transcript, Transcript) {
     let c = model(PathChoice::Curated)
         .transcribe(samples, opts)
         .expect("curated");
@@ -64,12 +65,12 @@ fn both(samples: &[f32], opts: &TranscribeOptions) -> Transcript {
             b.avg_logprob
         );
     }
-    g
+    (g, c)
 }
 
 #[test]
 fn greedy_jfk_on_the_graph_equals_curated_and_faster_whisper() {
-    let t = both(&jfk(), &TranscribeOptions::default());
+    let (t, _) = both(&jfk(), &TranscribeOptions::default());
     assert_matches_reference(&t, "jfk");
 }
 
@@ -81,13 +82,13 @@ fn beam_search_on_the_graph_equals_curated_and_faster_whisper() {
         silence_rms: None,
         ..TranscribeOptions::default()
     };
-    let t = both(&jfk(), &opts);
+    let (t, _) = both(&jfk(), &opts);
     assert_matches_reference(&t, "beam_jfk");
 }
 
 #[test]
 fn two_minutes_on_the_graph_equal_curated() {
-    let t = both(&long_2min(), &TranscribeOptions::default());
+    let (t, _) = both(&long_2min(), &TranscribeOptions::default());
     assert!(t.segments.last().unwrap().end > 110.0, "{:#?}", t.segments);
     let want = normalize(reference("long_2min")["text"].as_str().unwrap());
     let e = wer(&want, &normalize(&t.text()));
@@ -95,20 +96,26 @@ fn two_minutes_on_the_graph_equal_curated() {
 }
 
 #[test]
-fn word_timestamps_are_curated_only() {
+fn word_timestamps_on_the_graph_equal_curated() {
     let opts = TranscribeOptions {
         word_timestamps: true,
         ..TranscribeOptions::default()
     };
-    let e = model(PathChoice::Graph)
-        .transcribe(&jfk(), &opts)
-        .unwrap_err();
-    match e {
-        cyb_llm::ExecutionError::InvalidConfig { field, reason } => {
-            assert_eq!(field, "word_timestamps");
-            assert!(reason.contains("--path curated"), "{reason}");
-        }
-        other => panic!("{other:?}"),
+    let (t, c) = both(&jfk(), &opts);
+    let words = |t: &Transcript| {
+        (t.segments.iter())
+            .flat_map(|s| s.words.iter().map(|w| (w.word.clone(), w.start, w.end)))
+            .collect::<Vec<_>>()
+    };
+    assert!(words(&t).len() > 10, "{:#?}", t.segments);
+    assert_eq!(words(&t), words(&c), "graph vs curated words");
+    let probs = |t: &Transcript| -> Vec<f64> {
+        (t.segments.iter())
+            .flat_map(|s| s.words.iter().map(|w| w.probability))
+            .collect()
+    };
+    for (a, b) in probs(&t).iter().zip(probs(&c)) {
+        assert!((a - b).abs() < 1e-2, "word probability {a} vs {b}");
     }
 }
 

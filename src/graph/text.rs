@@ -1,5 +1,5 @@
-//! The hook that lets the text generator (`crate::generate`) drive either
-//! path: [`TextEngine`] and [`TextCache`] have the API of the curated
+//! The text generator's (`crate::generate`) forward on either side of the
+//! switch ([`crate::path`]): [`TextEngine`] and [`TextCache`] have the API of the curated
 //! [`Llama`] and its [`KvCache`] (`new_cache`, `forward`, `max_ctx`; `len`,
 //! `capacity`, `truncate`, `reset`), with a graph variant behind each. A
 //! generator holding these instead of `Llama` / `KvCache` runs `--path
@@ -59,8 +59,8 @@ impl TextEngine {
         }
     }
 
-    /// A fresh cache (curated: on `dispatcher`'s primary backend; graph: on the
-    /// graph's own).
+    /// A fresh cache on the primary backend (curated: `dispatcher`'s; graph:
+    /// the one the engine was bound on).
     pub fn new_cache(&self, dispatcher: &Dispatcher) -> Result<TextCache, ExecutionError> {
         match self {
             Engine::Curated(l) => Ok(Engine::Curated(l.new_cache(dispatcher)?)),

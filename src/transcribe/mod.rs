@@ -16,7 +16,7 @@
 //!
 //! [`SpeechOptions::path`] picks the curated family or the model's graph section
 //! ([`crate::path`]); both run the same decoding rules. A graph-only backend
-//! (`nox`) takes the graph path. Word timestamps are curated only.
+//! (`nox`) takes the graph path.
 
 pub mod format;
 mod graph;
@@ -155,7 +155,6 @@ impl SpeechModel {
     ) -> Result<Transcript, ExecutionError> {
         match &self.engine {
             Engine::Curated(()) => self.whisper.transcribe(samples, opts),
-            Engine::Graph(_) if opts.word_timestamps => Err(graph::no_word_timestamps()),
             Engine::Graph(g) => self.whisper.transcribe_on(g, samples, opts, &mut |_| {}),
         }
     }

@@ -16,7 +16,7 @@
 
 use super::decode::WhisperForward;
 use super::Whisper;
-use crate::backend::{ExecContext, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Tensor};
 use crate::error::ExecutionError;
 
 /// One word of a segment: its text (with the leading space Whisper writes), start and
@@ -67,6 +67,18 @@ impl AlignCapture {
         k: &Tensor,
         whisper: &Whisper,
     ) -> Result<(), ExecutionError> {
+        self.take_on(layer, q, k, whisper.dispatcher())
+    }
+
+    /// [`AlignCapture::take`] with `q` and `k` read back through `d` (the
+    /// backends that computed them).
+    pub(crate) fn take_on(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        d: &Dispatcher,
+    ) -> Result<(), ExecutionError> {
         let heads: Vec<usize> = (self.heads.iter())
             .filter(|&&(l, _)| l == layer)
             .map(|&(_, h)| h)
@@ -76,7 +88,6 @@ impl AlignCapture {
         }
         let (rows, nh, dh) = (q.shape()[0], q.shape()[1], q.shape()[2]);
         let frames = self.frames.min(k.shape()[0]);
-        let d = whisper.dispatcher();
         let (qv, kv) = (super::host(q, d)?, super::host(k, d)?);
         let scale = 1.0 / (dh as f32).sqrt();
         for h in heads {
