@@ -1,5 +1,7 @@
 //! The curated-or-graph switch shared by every task (`run`, `chat`, `serve`,
-//! `perplexity`, `bench`, `embed`, `classify`, `transcribe`).
+//! `perplexity`, `bench`, `embed`, `classify`, `transcribe`; `eval`, `speak`,
+//! `diffuse` and the VAD, which run graph sections only, bind through
+//! [`bind_graph`]).
 //!
 //! `--path auto|curated|graph` ([`PathChoice`]) is turned into the code that
 //! runs a model ([`ExecPath`]) by one rule, [`choose`]: a graph-only backend
@@ -10,7 +12,7 @@
 //! starts a second set. A task holds the [`Engine`] and matches on it where its
 //! forward runs.
 
-use crate::backend::{Backend, Capabilities, Dispatcher};
+use crate::backend::{Backend, BackendChoice, BackendConfig, Capabilities, Dispatcher};
 use crate::error::ExecutionError;
 use crate::graph::{GraphModel, GraphOptions};
 use crate::loader::{ExecPath, Family, Model};
@@ -134,6 +136,21 @@ pub fn resolve(
         backend.name(),
         backend.capabilities(),
     )
+}
+
+/// The graph side alone, for the tasks that have no curated code (`eval`,
+/// `speak`, `diffuse`, the VAD): [`choose`] with `--path graph` on a new
+/// dispatcher for `backend` (`threads` workers), then the graph section
+/// bound on it with `graph`.
+pub fn bind_graph(
+    model: Arc<Model>,
+    backend: BackendChoice,
+    threads: usize,
+    graph: GraphOptions,
+) -> Result<Arc<GraphModel>, ExecutionError> {
+    let dispatcher = Dispatcher::new(backend, &BackendConfig { threads })?;
+    resolve(&model, PathChoice::Graph, dispatcher.primary())?;
+    Ok(Arc::new(GraphModel::new(model, dispatcher, graph)?))
 }
 
 /// A model bound on the path [`choose`] picked: the curated side `C` (a
