@@ -11,7 +11,8 @@ mod bert_util;
 use bert_util::{cosine, fixture, floats, minilm_model, rel_err};
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher};
 use cyb_llm::encode::{EmbedOptions, Encoder};
-use cyb_llm::graph::{bert, GraphModel, GraphOptions, PathChoice};
+use cyb_llm::graph::{bert, GraphModel, GraphOptions};
+use cyb_llm::path::PathChoice;
 use std::process::Command;
 use std::sync::Arc;
 

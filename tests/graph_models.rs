@@ -11,9 +11,10 @@
 mod graph_util;
 
 use cyb_llm::backend::BackendChoice;
-use cyb_llm::graph::{resolve_path, GraphModel, GraphOptions, PathChoice};
+use cyb_llm::graph::{GraphModel, GraphOptions};
 use cyb_llm::import::{import, ImportOptions};
 use cyb_llm::loader::{ExecPath, Model};
+use cyb_llm::path::{choose, ModelPaths, PathChoice};
 use cyb_llm::tokenizer::Tokenizer;
 use cyb_llm::ExecutionError;
 use graph_util::{argmax, assert_close, curated_greedy, graph_run, GraphRun};
@@ -50,6 +51,16 @@ fn imported(rel: &str, no_graph: bool) -> (tempfile::TempDir, PathBuf) {
 
 fn load(path: &Path) -> Arc<Model> {
     Arc::new(cyb_llm::load(path).unwrap())
+}
+
+/// The path `--path choice` resolves to for `model` on the backend `backend`.
+fn resolve_path(
+    model: &Model,
+    choice: PathChoice,
+    backend: &str,
+) -> Result<ExecPath, ExecutionError> {
+    let caps = BackendChoice::parse(backend).unwrap().capabilities();
+    choose(ModelPaths::of(model), choice, backend, caps)
 }
 
 fn prompt(model: &Model, text: &str) -> Vec<u32> {
@@ -198,10 +209,10 @@ fn renamed_model_type_runs_on_the_graph_path() {
     assert_eq!(model.config.model_type, "my_llama_variant");
     assert_eq!(model.exec_path, ExecPath::Graph);
     assert_eq!(
-        resolve_path(&model, PathChoice::Auto, &BackendChoice::Auto).unwrap(),
+        resolve_path(&model, PathChoice::Auto, "auto").unwrap(),
         ExecPath::Graph
     );
-    assert!(resolve_path(&model, PathChoice::Curated, &BackendChoice::Auto).is_err());
+    assert!(resolve_path(&model, PathChoice::Curated, "auto").is_err());
     let ids = prompt(&original, "The capital of France is");
     let (tokens, reference) = curated_greedy(&original, "cpu", CTX, &ids, 8);
     let run = graph_run(&model, "cpu", 2, true, CTX, &ids, &tokens);
@@ -219,8 +230,7 @@ fn emit_adds_the_same_graph_and_nox_needs_one() {
     let (dir, path) = imported(SMOLLM2, true);
     let bare = cyb_llm::load(&path).unwrap();
     assert!(bare.graph.is_none(), "--no-graph wrote a graph section");
-    let err =
-        resolve_path(&bare, PathChoice::Auto, &BackendChoice::Named("nox".into())).unwrap_err();
+    let err = resolve_path(&bare, PathChoice::Auto, "nox").unwrap_err();
     assert_eq!(
         err,
         ExecutionError::BackendInit {
@@ -251,12 +261,7 @@ fn emit_adds_the_same_graph_and_nox_needs_one() {
     cyb_llm::graph::emit_graph(&cyb_llm::load(&out).unwrap(), &out).unwrap();
     assert_eq!(cyb_llm::load(&out).unwrap().graph, imported.graph);
     assert_eq!(
-        resolve_path(
-            &imported,
-            PathChoice::Auto,
-            &BackendChoice::Named("nox".into())
-        )
-        .unwrap(),
+        resolve_path(&imported, PathChoice::Auto, "nox").unwrap(),
         ExecPath::Graph
     );
 }

@@ -4,9 +4,10 @@
 
 use cyb_llm::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext};
 use cyb_llm::curated::llama::LogitRows;
-use cyb_llm::graph::text::{EngineOptions, TextEngine};
-use cyb_llm::graph::PathChoice;
+use cyb_llm::graph::text::TextEngine;
+use cyb_llm::graph::GraphOptions;
 use cyb_llm::import::{import, ImportOptions};
+use cyb_llm::path::PathChoice;
 use cyb_llm::tokenizer::Tokenizer;
 use cyb_llm::ExecutionError;
 use std::path::{Path, PathBuf};
@@ -33,15 +34,23 @@ fn smollm2(no_graph: bool) -> (tempfile::TempDir, Arc<cyb_llm::Model>) {
     (tmp, m)
 }
 
-fn opts(path: PathChoice, backend: &str) -> EngineOptions {
-    EngineOptions {
-        path,
-        backend: BackendChoice::parse(backend).unwrap(),
-        threads: 2,
+/// The engine for `path` on `backend` (2 threads, 64 tokens, fused, traced).
+fn engine(
+    model: &Arc<cyb_llm::Model>,
+    path: PathChoice,
+    backend: &str,
+) -> Result<TextEngine, ExecutionError> {
+    let d = Dispatcher::new(
+        BackendChoice::parse(backend).unwrap(),
+        &BackendConfig { threads: 2 },
+    )
+    .unwrap();
+    let opts = GraphOptions {
         ctx_size: 64,
-        fuse: true,
         trace: true,
-    }
+        ..GraphOptions::default()
+    };
+    TextEngine::new(model, path, &d, opts)
 }
 
 fn greedy(engine: &TextEngine, ids: &[u32], n: usize) -> (Vec<u32>, Option<String>) {
@@ -82,9 +91,9 @@ fn curated_and_graph_engines_generate_the_same_tokens() {
         .unwrap()
         .encode("The capital of France is", true)
         .unwrap();
-    let curated = TextEngine::new(model.clone(), &opts(PathChoice::Auto, "cpu")).unwrap();
+    let curated = engine(&model, PathChoice::Auto, "cpu").unwrap();
     assert_eq!(curated.path_name(), "curated");
-    let graph = TextEngine::new(model.clone(), &opts(PathChoice::Graph, "cpu")).unwrap();
+    let graph = engine(&model, PathChoice::Graph, "cpu").unwrap();
     assert_eq!(graph.path_name(), "graph");
     assert_eq!(graph.vocab(), curated.vocab());
     assert_eq!(graph.max_ctx(), curated.max_ctx());
@@ -93,9 +102,9 @@ fn curated_and_graph_engines_generate_the_same_tokens() {
     assert_eq!(a, b);
     assert!(no_trace.is_none() && trace.is_some());
     // nox takes the graph path under auto; curated code never runs on it.
-    let nox = TextEngine::new(model.clone(), &opts(PathChoice::Auto, "nox")).unwrap();
+    let nox = engine(&model, PathChoice::Auto, "nox").unwrap();
     assert_eq!(nox.path_name(), "graph");
-    assert!(TextEngine::new(model.clone(), &opts(PathChoice::Curated, "nox")).is_err());
+    assert!(engine(&model, PathChoice::Curated, "nox").is_err());
     // Rows from the third token on: the graph path runs the tokens one forward
     // each and returns the same rows as the curated path's one forward.
     let d = Dispatcher::new(
@@ -129,9 +138,7 @@ fn curated_and_graph_engines_generate_the_same_tokens() {
 #[test]
 fn nox_without_a_graph_section_is_backend_init() {
     let (_tmp, model) = smollm2(true);
-    let e = TextEngine::new(model.clone(), &opts(PathChoice::Auto, "nox"))
-        .err()
-        .unwrap();
+    let e = engine(&model, PathChoice::Auto, "nox").err().unwrap();
     assert_eq!(
         e,
         ExecutionError::BackendInit {
@@ -139,5 +146,5 @@ fn nox_without_a_graph_section_is_backend_init() {
             reason: "model has no graph section".into()
         }
     );
-    assert!(TextEngine::new(model, &opts(PathChoice::Graph, "cpu")).is_err());
+    assert!(engine(&model, PathChoice::Graph, "cpu").is_err());
 }

@@ -1,5 +1,6 @@
 //! `cyb-llm transcribe` as a batch tool: 3 good files + 1 corrupt file, outputs per
-//! format, a clear error for the bad file, exit code 1, and `--skip-existing`.
+//! format, a clear error for the bad file, exit code 1, and `--skip-existing`; on
+//! `--backend nox`, the graph path.
 
 mod whisper_util;
 
@@ -123,20 +124,34 @@ fn stdout_text_and_stdin_list() {
     );
 }
 
+/// nox runs graph sections only: `transcribe --backend nox` takes the graph path
+/// (the model's encoder and decoder graph, bit-exact on every machine), and
+/// `--path curated` with it is refused with the reason.
 #[test]
-fn nox_is_refused_with_the_reason() {
+fn nox_takes_the_graph_path_and_refuses_curated() {
     let w = whisper_dir();
-    let o = cyb()
-        .arg("transcribe")
-        .arg(tiny_en_model())
-        .arg(w.join("jfk.wav"))
-        .args(["--backend", "nox"])
-        .output()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        cyb()
+            .arg("transcribe")
+            .arg(tiny_en_model())
+            .arg(w.join("jfk.wav"))
+            .args(["--backend", "nox", "-t", "2"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let o = run(&[]);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert_eq!(
+        normalize(&String::from_utf8_lossy(&o.stdout)),
+        "and so my fellow americans ask not what your country can do for you ask what you can do for your country"
+    );
+    let o = run(&["--path", "curated"]);
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success(), "{err}");
     assert!(
-        err.contains("nox") && err.contains("graph") && err.contains("--backend cpu"),
+        err.contains("nox") && err.contains("graph path") && err.contains("--path graph"),
         "{err}"
     );
 }

@@ -283,7 +283,9 @@ impl DispatchLog {
     }
 }
 
-/// Picks a backend per op along a fallback chain and runs it there.
+/// Picks a backend per op along a fallback chain and runs it there. A clone
+/// is a handle to the same backends (nothing is started again).
+#[derive(Clone)]
 pub struct Dispatcher {
     chain: Vec<Arc<dyn Backend>>,
     notes: Vec<String>,

@@ -13,10 +13,12 @@
 //! runs see the same ids. Benchmarks never assert times.
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, BACKENDS};
-use crate::curated::llama::{Llama, LogitRows};
+use crate::curated::llama::LogitRows;
 use crate::error::ExecutionError;
-use crate::graph::exec::{GraphModel, GraphOptions};
+use crate::graph::text::{TextCache, TextEngine};
+use crate::graph::GraphOptions;
 use crate::loader::Model;
+use crate::path::{Engine, PathChoice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -27,41 +29,13 @@ use std::time::Instant;
 /// Tokens per forward of a prompt test (the generator's bulk-prefill chunk).
 const PREFILL_CHUNK: usize = 512;
 
-/// Which code runs the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum BenchPath {
-    /// The hand-written family (LlamaStyle).
-    Curated,
-    /// The graph executor over the model's graph section.
-    Graph,
-}
-
-impl BenchPath {
-    /// `curated` or `graph`.
-    pub fn name(self) -> &'static str {
-        match self {
-            BenchPath::Curated => "curated",
-            BenchPath::Graph => "graph",
-        }
-    }
-
-    /// Parses `curated` or `graph`.
-    pub fn parse(s: &str) -> Option<BenchPath> {
-        match s {
-            "curated" => Some(BenchPath::Curated),
-            "graph" => Some(BenchPath::Graph),
-            _ => None,
-        }
-    }
-}
-
 /// What to measure.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BenchOptions {
     /// Backend names (`cpu`, `wgpu`, ...); `auto` is resolved to the backend it picks.
     pub backends: Vec<String>,
-    /// Execution paths.
-    pub paths: Vec<BenchPath>,
+    /// Execution paths (`--path`, resolved per backend by [`crate::path::choose`]).
+    pub paths: Vec<PathChoice>,
     /// Worker threads (`-t`).
     pub threads: usize,
     /// Prompt tokens of the pp test (`-p`; 0 skips it).
@@ -139,26 +113,21 @@ pub fn all_backends() -> Vec<String> {
         .collect()
 }
 
-/// A model loaded for one path: a forward of token ids at the cache position.
-trait Runner {
-    fn reset(&mut self);
-    fn forward(&mut self, ids: &[u32]) -> Result<(), ExecutionError>;
-}
-
-struct Curated {
-    llama: Llama,
+/// A model loaded on one path: a forward of token ids at the cache position.
+struct Runner {
+    engine: TextEngine,
     dispatcher: Dispatcher,
-    cache: crate::curated::llama::KvCache,
+    cache: TextCache,
     ctx: ExecContext,
 }
 
-impl Runner for Curated {
+impl Runner {
     fn reset(&mut self) {
         self.cache.reset();
     }
 
     fn forward(&mut self, ids: &[u32]) -> Result<(), ExecutionError> {
-        let logits = self.llama.forward(
+        let logits = self.engine.forward(
             &self.dispatcher,
             &mut self.ctx,
             &mut self.cache,
@@ -166,63 +135,40 @@ impl Runner for Curated {
             LogitRows::Last,
         )?;
         // Wait for the result like llama-bench's synchronize (a GPU backend
-        // finishes its queue here).
-        self.dispatcher.primary().try_download_f32(&logits)?;
+        // finishes its queue here; the graph path's logits are on the host).
+        if let Engine::Curated(_) = self.engine {
+            self.dispatcher.primary().try_download_f32(&logits)?;
+        }
         Ok(())
     }
 }
 
-struct GraphRunner(crate::graph::exec::GraphSession);
-
-impl Runner for GraphRunner {
-    fn reset(&mut self) {
-        self.0.reset();
-    }
-
-    fn forward(&mut self, ids: &[u32]) -> Result<(), ExecutionError> {
-        self.0.forward(ids).map(|_| ())
-    }
-}
-
 /// A loaded runner, the name of the backend that runs it, and the load time in ms.
-type Loaded = (Box<dyn Runner>, String, f64);
+type Loaded = (Runner, String, f64);
 
 /// Loads `model` for `backend` and `path`.
 fn load_runner(
     file: &Path,
     backend: &str,
-    path: BenchPath,
+    path: PathChoice,
     threads: usize,
     ctx: usize,
 ) -> Result<Loaded, Box<dyn std::error::Error>> {
     let start = Instant::now();
     let model = Arc::new(crate::loader::load(file)?);
-    let choice = BackendChoice::parse(backend)?;
-    let (runner, name): (Box<dyn Runner>, String) = match path {
-        BenchPath::Curated => {
-            let dispatcher = Dispatcher::new(choice, &BackendConfig { threads })?;
-            let llama = Llama::new(model, ctx)?;
-            let cache = llama.new_cache(&dispatcher)?;
-            let name = dispatcher.primary().name().to_string();
-            (
-                Box::new(Curated {
-                    llama,
-                    cache,
-                    ctx: ExecContext::new(threads),
-                    dispatcher,
-                }),
-                name,
-            )
-        }
-        BenchPath::Graph => {
-            let opts = GraphOptions {
-                ctx_size: ctx,
-                ..GraphOptions::default()
-            };
-            let gm = Arc::new(GraphModel::with_backend(model, choice, threads, opts)?);
-            let name = gm.dispatcher().primary().name().to_string();
-            (Box::new(GraphRunner(gm.session()?)), name)
-        }
+    let dispatcher = Dispatcher::new(BackendChoice::parse(backend)?, &BackendConfig { threads })?;
+    let opts = GraphOptions {
+        ctx_size: ctx,
+        ..GraphOptions::default()
+    };
+    let engine = TextEngine::new(&model, path, &dispatcher, opts)?;
+    let cache = engine.new_cache(&dispatcher)?;
+    let name = dispatcher.primary().name().to_string();
+    let runner = Runner {
+        engine,
+        cache,
+        ctx: ExecContext::new(threads),
+        dispatcher,
     };
     Ok((runner, name, start.elapsed().as_secs_f64() * 1e3))
 }
@@ -230,7 +176,7 @@ fn load_runner(
 /// One repetition of a test: seconds for `n_prompt` tokens in bulk, or for
 /// `n_gen` single-token forwards.
 fn run_once(
-    r: &mut dyn Runner,
+    r: &mut Runner,
     rng: &mut ChaCha8Rng,
     vocab: usize,
     n_prompt: usize,
@@ -272,19 +218,11 @@ pub fn run(
     if vocab == 0 {
         return Err("the model has no vocabulary size to draw token ids from".into());
     }
-    let has_graph = probe.graph.is_some();
     drop(probe);
     let ctx = opts.n_prompt.max(opts.n_gen).max(1);
     let mut rows = Vec::new();
     for backend in &opts.backends {
         for &path in &opts.paths {
-            if path == BenchPath::Graph && !has_graph {
-                skipped(&format!(
-                    "{backend}/{}: the model has no graph section",
-                    path.name()
-                ));
-                continue;
-            }
             let (mut runner, name, load_ms) =
                 match load_runner(file, backend, path, opts.threads, ctx) {
                     Ok(x) => x,
@@ -296,16 +234,16 @@ pub fn run(
             let tests = [(opts.n_prompt, 0), (0, opts.n_gen)];
             for (n_prompt, n_gen) in tests.into_iter().filter(|&(p, g)| p + g > 0) {
                 let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
-                run_once(runner.as_mut(), &mut rng, vocab, n_prompt, n_gen)?;
+                run_once(&mut runner, &mut rng, vocab, n_prompt, n_gen)?;
                 let mut tok_s = Vec::with_capacity(opts.reps);
                 for _ in 0..opts.reps.max(1) {
-                    let secs = run_once(runner.as_mut(), &mut rng, vocab, n_prompt, n_gen)?;
+                    let secs = run_once(&mut runner, &mut rng, vocab, n_prompt, n_gen)?;
                     tok_s.push((n_prompt + n_gen) as f64 / secs.max(1e-12));
                 }
                 let (mean, sd) = mean_sd(&tok_s);
                 rows.push(BenchRow {
                     backend: name.clone(),
-                    path: path.name().to_string(),
+                    path: runner.engine.path_name().to_string(),
                     test: if n_prompt > 0 {
                         format!("pp{n_prompt}")
                     } else {
@@ -336,15 +274,5 @@ mod tests {
         // Sample variance 32/7.
         assert!((s - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
         assert_eq!(mean_sd(&[3.0]), (3.0, 0.0));
-    }
-
-    #[test]
-    fn paths_parse() {
-        assert_eq!(BenchPath::parse("graph"), Some(BenchPath::Graph));
-        assert_eq!(
-            BenchPath::parse("curated").map(BenchPath::name),
-            Some("curated")
-        );
-        assert_eq!(BenchPath::parse("auto"), None);
     }
 }

@@ -4,7 +4,8 @@
 use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::BackendConfig;
-use cyb_llm::bench::{all_backends, BenchOptions, BenchPath, BenchRow};
+use cyb_llm::bench::{all_backends, BenchOptions, BenchRow};
+use cyb_llm::path::PathChoice;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -29,7 +30,7 @@ pub struct BenchArgs {
     /// Backends, comma-separated (`cpu,wgpu`), `auto`, or `all`.
     #[arg(long, default_value = "auto")]
     backend: String,
-    /// Execution paths, comma-separated: `curated`, `graph`.
+    /// Execution paths, comma-separated: `curated`, `graph`, `auto`.
     #[arg(long, default_value = "curated")]
     path: String,
     /// Worker threads (default: physical cores).
@@ -105,9 +106,9 @@ pub fn run(a: BenchArgs) -> CmdResult {
     };
     let mut paths = Vec::new();
     for p in list(&a.path) {
-        match BenchPath::parse(&p) {
+        match PathChoice::parse(&p) {
             Some(p) => paths.push(p),
-            None => return Err(format!("--path: unknown path `{p}` (curated, graph)").into()),
+            None => return Err(format!("--path: unknown path `{p}` (auto, curated, graph)").into()),
         }
     }
     if backends.is_empty() || paths.is_empty() {

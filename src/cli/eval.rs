@@ -7,7 +7,7 @@ use super::npy::{read_f32, read_i64, write_f32, write_i64};
 use super::source::VerifyArg;
 use super::CmdResult;
 use cyb_llm::backend::{BackendChoice, BackendConfig, Tensor};
-use cyb_llm::graph::{GraphModel, GraphOptions};
+use cyb_llm::graph::GraphOptions;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -84,9 +84,8 @@ pub fn run(a: EvalArgs) -> CmdResult {
         fuse: !a.no_fuse,
         ..GraphOptions::default()
     };
-    let gm = GraphModel::with_backend(model, BackendChoice::parse(&a.backend)?, threads, opts)
+    let gm = cyb_llm::path::bind_graph(model, BackendChoice::parse(&a.backend)?, threads, opts)
         .map_err(|e| format!("{what}: {e}"))?;
-    let gm = Arc::new(gm);
     let graph = gm.graph();
     let names: Vec<&str> = graph.input_decls.iter().map(|d| d.name.as_str()).collect();
     if let Some((n, _)) = given.iter().find(|(n, _)| !names.contains(&n.as_str())) {

@@ -71,12 +71,12 @@ pub enum PathChoice {
     Graph,
 }
 
-impl From<PathChoice> for cyb_llm::graph::PathChoice {
+impl From<PathChoice> for cyb_llm::path::PathChoice {
     fn from(p: PathChoice) -> Self {
         match p {
-            PathChoice::Auto => cyb_llm::graph::PathChoice::Auto,
-            PathChoice::Curated => cyb_llm::graph::PathChoice::Curated,
-            PathChoice::Graph => cyb_llm::graph::PathChoice::Graph,
+            PathChoice::Auto => cyb_llm::path::PathChoice::Auto,
+            PathChoice::Curated => cyb_llm::path::PathChoice::Curated,
+            PathChoice::Graph => cyb_llm::path::PathChoice::Graph,
         }
     }
 }

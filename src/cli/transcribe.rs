@@ -1,5 +1,5 @@
 //! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
-//! [-o DIR] [--skip-existing] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
+//! [-o DIR] [--skip-existing] [--path auto|curated|graph] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
 //! [--best-of N] [--patience P] [--length-penalty A] [--temperature T[,T...]]
 //! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--word-timestamps
 //! [--max-line-width N --max-line-count N | --word-cues]] [--vad --vad-model PATH
@@ -58,6 +58,10 @@ pub struct TranscribeArgs {
     /// Backend: auto | cpu | wgpu | ...
     #[arg(long, default_value = "auto")]
     backend: String,
+    /// Execution path of the encoder and decoder (graph: the model's graph
+    /// section on the executor; word timestamps are curated only).
+    #[arg(long, value_enum, default_value = "auto")]
+    path: super::run::PathChoice,
     /// Temperature fallback off: temperature 0 only (greedy, or beam search).
     #[arg(long, conflicts_with = "temperature")]
     no_fallback: bool,
@@ -161,6 +165,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
     let started = Instant::now();
     let mut opts = SpeechOptions {
         backend: BackendChoice::parse(&a.backend)?,
+        path: a.path.into(),
         ..Default::default()
     };
     if let Some(t) = a.threads {

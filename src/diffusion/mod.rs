@@ -238,9 +238,9 @@ impl DiffusionModel {
             fuse: opts.fuse,
             ..GraphOptions::default()
         };
-        let gm = GraphModel::with_backend(model, opts.backend.clone(), opts.threads, gopts)?;
+        let graph = crate::path::bind_graph(model, opts.backend.clone(), opts.threads, gopts)?;
         Ok(DiffusionModel {
-            graph: Arc::new(gm),
+            graph,
             config,
             slots,
             output,

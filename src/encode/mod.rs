@@ -26,7 +26,9 @@ pub use crate::curated::bert::{l2_normalize, pool, Bert, Hidden, Pooling, Proble
 
 use crate::backend::{Dispatcher, ExecContext};
 use crate::error::ExecutionError;
+use crate::graph::{GraphOptions, GraphSession};
 use crate::loader::{Family, Model};
+use crate::path::{Engine, PathChoice};
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
 
@@ -77,7 +79,8 @@ pub struct Classification {
 pub struct Encoder {
     model: Arc<Model>,
     bert: Bert,
-    graph: Option<crate::graph::GraphSession>,
+    /// The curated path runs `bert`; the graph path a session of the graph section.
+    engine: Engine<(), GraphSession>,
     tokenizer: Tokenizer,
     dispatcher: Dispatcher,
     ctx: ExecContext,
@@ -95,7 +98,7 @@ impl std::fmt::Debug for Encoder {
 impl Encoder {
     /// Binds `model` (which must be a BertStyle encoder) to `dispatcher`.
     pub fn new(model: Arc<Model>, dispatcher: Dispatcher) -> Result<Encoder, ExecutionError> {
-        Encoder::with_path(model, dispatcher, crate::graph::PathChoice::Auto)
+        Encoder::with_path(model, dispatcher, PathChoice::Auto)
     }
 
     /// [`Encoder::new`] on the execution path `path` (`--path`): the graph
@@ -105,7 +108,7 @@ impl Encoder {
     pub fn with_path(
         model: Arc<Model>,
         dispatcher: Dispatcher,
-        path: crate::graph::PathChoice,
+        path: PathChoice,
     ) -> Result<Encoder, ExecutionError> {
         if model.family != Some(Family::BertStyle) {
             let what = match model.family {
@@ -128,20 +131,14 @@ impl Encoder {
         let tokenizer = Tokenizer::from_model(&model)?;
         let bert = Bert::new(model.clone())?;
         let ctx = ExecContext::new(dispatcher.threads());
-        let backend = crate::backend::BackendChoice::Named(dispatcher.primary().name().into());
-        let graph = match crate::graph::resolve_path(&model, path, &backend)? {
-            crate::loader::ExecPath::Graph => {
-                let chain =
-                    Dispatcher::with_chain(dispatcher.chain().to_vec(), dispatcher.threads());
-                let gm = crate::graph::GraphModel::new(model.clone(), chain, Default::default())?;
-                Some(Arc::new(gm).session()?)
-            }
-            _ => None,
-        };
+        let engine = Engine::bind(&model, path, &dispatcher, GraphOptions::default(), |_| {
+            Ok(())
+        })?
+        .map_graph(|g| g.session())?;
         Ok(Encoder {
             model,
             bert,
-            graph,
+            engine,
             tokenizer,
             dispatcher,
             ctx,
@@ -155,11 +152,7 @@ impl Encoder {
 
     /// The path `encode` runs on: `curated` or `graph`.
     pub fn path_name(&self) -> &'static str {
-        if self.graph.is_some() {
-            "graph"
-        } else {
-            "curated"
-        }
+        self.engine.path_name()
     }
 
     /// The bound family (config, labels, raw `encode` / `classify`).
@@ -235,10 +228,10 @@ impl Encoder {
     /// batch (padded to its longest sequence).
     pub fn encode(&mut self, tokens: &[Vec<u32>]) -> Result<Hidden, ExecutionError> {
         let batch: Vec<&[u32]> = tokens.iter().map(Vec::as_slice).collect();
-        if let Some(session) = self.graph.as_mut() {
-            return crate::graph::bert::encode(session, &batch);
+        match &mut self.engine {
+            Engine::Curated(()) => self.bert.encode(&self.dispatcher, &mut self.ctx, &batch),
+            Engine::Graph(session) => crate::graph::bert::encode(session, &batch),
         }
-        self.bert.encode(&self.dispatcher, &mut self.ctx, &batch)
     }
 
     /// The contract's `model.classify(tokens)`: logits and scores of one batch.
@@ -246,7 +239,7 @@ impl Encoder {
         &mut self,
         tokens: &[Vec<u32>],
     ) -> Result<Vec<Classification>, ExecutionError> {
-        if self.graph.is_some() {
+        if let Engine::Graph(_) = self.engine {
             return Err(ExecutionError::InvalidConfig {
                 field: "path".into(),
                 reason: "classification runs on the curated path only (the graph has no head)"

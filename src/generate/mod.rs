@@ -27,9 +27,10 @@ pub use sampling::{fresh_seed, Draws, InvalidSampling, Sampling};
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, Tensor};
 use crate::curated::llama::LogitRows;
 use crate::error::{ExecutionError, LoadError};
-use crate::graph::text::{EngineOptions, TextCache, TextEngine};
-pub use crate::graph::PathChoice;
+use crate::graph::text::{TextCache, TextEngine};
+use crate::graph::GraphOptions;
 use crate::loader::{ExecPath, Family, Model};
+pub use crate::path::PathChoice;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
 use std::path::Path;
@@ -164,14 +165,14 @@ impl TextModel {
             .map(|c| c.stop.clone())
             .unwrap_or_default();
         let llama = TextEngine::new(
-            model.clone(),
-            &EngineOptions {
-                path: opts.path,
-                backend: opts.backend.clone(),
-                threads: opts.threads.max(1),
-                ctx_size: opts.ctx_size,
+            &model,
+            opts.path,
+            &dispatcher,
+            GraphOptions {
                 fuse: opts.fuse,
+                ctx_size: opts.ctx_size,
                 trace: opts.trace,
+                keep_dispatch: false,
             },
         )?;
         Ok(TextModel {

@@ -389,6 +389,41 @@ impl GraphSession {
         self.len = self.len.min(len);
     }
 
+    /// Makes this session's KV state a copy of `src`'s filled positions (a
+    /// beam taking over another's history): the rows are read back and
+    /// written with `KvAppend` at 0, so it works on every backend. `src` must
+    /// be a session of the same [`GraphModel`].
+    pub fn copy_from(&mut self, src: &GraphSession) -> Result<(), ExecutionError> {
+        if !Arc::ptr_eq(&self.model, &src.model) {
+            return Err(ExecutionError::InvalidConfig {
+                field: "session".into(),
+                reason: "a KV state can only be copied between sessions of one graph model".into(),
+            });
+        }
+        let len = src.len;
+        self.len = 0;
+        let m = self.model.clone();
+        for (decl, ((sk, sv), (dk, dv))) in m.graph.states.iter().zip(src.kv.iter().zip(&self.kv)) {
+            if len == 0 {
+                break;
+            }
+            let row = decl.kv_heads * decl.head_dim;
+            let rows = |t: &Tensor| -> Result<Tensor, ExecutionError> {
+                let mut v = match t.read_f32("graph kv copy") {
+                    Ok(v) => v.iter().take(len * row).copied().collect(),
+                    Err(_) => m.dispatcher.primary().try_download_f32(t)?,
+                };
+                v.truncate(len * row);
+                Tensor::from_f32(&[len, decl.kv_heads, decl.head_dim], v)
+            };
+            let ins = [dk.clone(), dv.clone(), rows(sk)?, rows(sv)?];
+            m.dispatcher
+                .run(&Op::KvAppend { pos: 0 }, &ins, &mut self.ctx)?;
+        }
+        self.len = len;
+        Ok(())
+    }
+
     /// Capacity of the KV cache in tokens.
     pub fn capacity(&self) -> usize {
         self.model.max_ctx

@@ -147,6 +147,7 @@ fn load_one(f: &ModelFile, s: &LoadSettings) -> Result<Kind, Box<dyn std::error:
             let opts = SpeechOptions {
                 backend: s.backend.clone(),
                 threads,
+                ..SpeechOptions::default()
             };
             Kind::Speech(Arc::new(SpeechModel::from_model(model, &opts)?))
         }

@@ -161,10 +161,10 @@ impl Voice {
             fuse: opts.fuse,
             ..GraphOptions::default()
         };
-        let gm = GraphModel::with_backend(model, opts.backend.clone(), opts.threads, gopts)
+        let graph = crate::path::bind_graph(model, opts.backend.clone(), opts.threads, gopts)
             .map_err(execution)?;
         Ok(Voice {
-            graph: Arc::new(gm),
+            graph,
             config,
             load_ms: start.elapsed().as_secs_f64() * 1e3,
         })

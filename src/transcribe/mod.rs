@@ -13,15 +13,23 @@
 //!
 //! [`format`] writes transcripts as txt, srt, vtt or json; [`vad`] transcribes
 //! only the speech regions Silero VAD finds (faster-whisper's `vad_filter`).
+//!
+//! [`SpeechOptions::path`] picks the curated family or the model's graph section
+//! ([`crate::path`]); both run the same decoding rules. A graph-only backend
+//! (`nox`) takes the graph path.
 
 pub mod format;
+mod graph;
 pub mod vad;
 
 pub use crate::curated::whisper::{Segment, Timings, TranscribeOptions, Transcript, Whisper, Word};
 
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher};
 use crate::error::ExecutionError;
+use crate::graph::GraphOptions;
 use crate::loader::{Family, Model};
+use crate::path::{Engine, PathChoice};
+use graph::GraphForward;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -32,6 +40,8 @@ pub struct SpeechOptions {
     pub backend: BackendChoice,
     /// Worker threads.
     pub threads: usize,
+    /// `--path`: the curated family or the graph section (encoder and decoder).
+    pub path: PathChoice,
 }
 
 impl Default for SpeechOptions {
@@ -40,6 +50,7 @@ impl Default for SpeechOptions {
         SpeechOptions {
             backend: BackendChoice::Auto,
             threads: BackendConfig::default().threads,
+            path: PathChoice::Auto,
         }
     }
 }
@@ -71,9 +82,20 @@ pub enum SpeechError {
 }
 
 /// A loaded speech-recognition model.
-#[derive(Debug)]
 pub struct SpeechModel {
+    /// Config, tokenizer, mel filters and decoding rules (and the curated forward).
     whisper: Whisper,
+    /// The forward the rules drive.
+    engine: Engine<(), GraphForward>,
+}
+
+impl std::fmt::Debug for SpeechModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SpeechModel")
+            .field("whisper", &self.whisper)
+            .field("path", &self.engine.path_name())
+            .finish()
+    }
 }
 
 impl SpeechModel {
@@ -97,26 +119,27 @@ impl SpeechModel {
                 ),
             });
         }
-        if let BackendChoice::Named(name) = &opts.backend {
-            if opts.backend.capabilities().graph_only {
-                return Err(ExecutionError::BackendInit {
-                    backend: name.clone(),
-                    reason: format!(
-                        "transcription runs the curated Whisper family, and {name} runs only \
-                         graph sections; use --backend cpu (or auto)"
-                    ),
-                });
-            }
-        }
         let dispatcher = Dispatcher::new(
             opts.backend.clone(),
             &BackendConfig {
                 threads: opts.threads.max(1),
             },
         )?;
-        Ok(SpeechModel {
-            whisper: Whisper::new(model, dispatcher)?,
-        })
+        let whisper = Whisper::new(model.clone(), dispatcher.clone())?;
+        let c = &whisper.config;
+        let graph = GraphOptions {
+            ctx_size: c.n_text_ctx,
+            ..GraphOptions::default()
+        };
+        let (n_mels, n_text_ctx) = (c.n_mels, c.n_text_ctx);
+        let engine = Engine::bind(&model, opts.path, &dispatcher, graph, |_| Ok(()))?
+            .map_graph(|g| Ok(GraphForward::new(g, n_mels, n_text_ctx)))?;
+        Ok(SpeechModel { whisper, engine })
+    }
+
+    /// The path the encoder and decoder run on: `curated` or `graph`.
+    pub fn path_name(&self) -> &'static str {
+        self.engine.path_name()
     }
 
     /// The bound Whisper model.
@@ -130,7 +153,10 @@ impl SpeechModel {
         samples: &[f32],
         opts: &TranscribeOptions,
     ) -> Result<Transcript, ExecutionError> {
-        self.whisper.transcribe(samples, opts)
+        match &self.engine {
+            Engine::Curated(()) => self.whisper.transcribe(samples, opts),
+            Engine::Graph(g) => self.whisper.transcribe_on(g, samples, opts, &mut |_| {}),
+        }
     }
 
     /// Reads an audio file (any format symphonia reads) and transcribes it.
@@ -140,6 +166,6 @@ impl SpeechModel {
         opts: &TranscribeOptions,
     ) -> Result<Transcript, SpeechError> {
         let samples = crate::audio::load_16k(path)?;
-        Ok(self.whisper.transcribe(&samples, opts)?)
+        Ok(self.transcribe(&samples, opts)?)
     }
 }

@@ -144,15 +144,13 @@ impl Vad {
                 reason,
             });
         }
-        let graph = GraphModel::with_backend(
+        let graph = crate::path::bind_graph(
             model,
             opts.backend.clone(),
             opts.threads.max(1),
             GraphOptions::default(),
         )?;
-        Ok(Vad {
-            graph: Arc::new(graph),
-        })
+        Ok(Vad { graph })
     }
 
     /// The speech probability of each 512-sample window of 16 kHz `samples`, as

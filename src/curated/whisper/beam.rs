@@ -19,8 +19,10 @@
 //! ([`Whisper::decode_steps`]); each has its own self-attention cache, moved or copied
 //! to the new beams as they are selected ([`reorder`]).
 
-use super::decode::{compression_ratio, log_softmax, DecodeResult, PromptState};
-use super::{EncoderOutput, KvCache, TranscribeOptions, Whisper};
+use super::decode::{
+    compression_ratio, log_softmax, DecodeCache, DecodeResult, PromptState, WhisperForward,
+};
+use super::{TranscribeOptions, Whisper};
 use crate::backend::ExecContext;
 use crate::error::ExecutionError;
 
@@ -186,11 +188,12 @@ pub fn reorder<T, E>(
 impl Whisper {
     /// Beam search of one window whose prompt is in `cache` (positions after the
     /// prompt are dropped first; the cache is left holding the prompt).
-    pub(super) fn decode_beam(
+    pub(super) fn decode_beam<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         prompt: &PromptState,
-        cache: &mut KvCache,
+        cache: &mut F::Cache,
         opts: &TranscribeOptions,
         ctx: &mut ExecContext,
     ) -> Result<DecodeResult, ExecutionError> {
@@ -205,7 +208,7 @@ impl Whisper {
             opts.length_penalty,
             c.special.eot,
         );
-        let mut caches = vec![std::mem::replace(cache, self.new_cache()?)];
+        let mut caches = vec![std::mem::replace(cache, f.new_cache()?)];
         let mut logits = vec![prompt.first[1].clone()];
         let mut fed = 0;
         for step in 0..max_steps {
@@ -222,16 +225,16 @@ impl Whisper {
             caches = reorder(caches, &parents, |src, spare| {
                 let mut dst = match spare {
                     Some(d) => d,
-                    None => self.new_cache()?,
+                    None => f.new_cache()?,
                 };
-                self.copy_cache(src, &mut dst, ctx)?;
-                Ok::<KvCache, ExecutionError>(dst)
+                f.copy_cache(src, &mut dst, ctx)?;
+                Ok::<F::Cache, ExecutionError>(dst)
             })?;
             let tokens: Vec<u32> = (search.beams().iter())
                 .map(|b| b.tokens.last().copied().unwrap_or(c.special.eot))
                 .collect();
             let want: Vec<usize> = (0..tokens.len()).collect();
-            logits = self.decode_steps(enc, &mut caches, &tokens, &want, ctx)?;
+            logits = f.decode_steps(enc, &mut caches, &tokens, &want, ctx)?;
             fed += tokens.len();
         }
         *cache = caches.swap_remove(0);

@@ -23,9 +23,12 @@
 //!   skipped, and so (an addition) is a window whose RMS level is below
 //!   [`TranscribeOptions::silence_rms`]; segments are cut at consecutive timestamp pairs, and `seek`
 //!   advances to the last complete timestamp (or the whole window).
+//!
+//! The rules drive a [`WhisperForward`]: the curated family ([`Whisper`] itself)
+//! or the graph path (`crate::transcribe`), through [`Whisper::transcribe_on`].
 
-use super::words::{last_end, Subsegment};
-use super::{EncoderOutput, TranscribeOptions, Whisper};
+use super::words::{last_end, AlignCapture, Subsegment};
+use super::{EncoderOutput, KvCache, TranscribeOptions, Whisper};
 use crate::audio::mel::{log_mel, HOP};
 use crate::backend::cpu::simd;
 use crate::backend::ExecContext;
@@ -101,6 +104,124 @@ impl Transcript {
     /// All segments' text joined.
     pub fn text(&self) -> String {
         self.segments.iter().map(|s| s.text.as_str()).collect()
+    }
+}
+
+/// A decoding sequence's self-attention cache, as the decoding rules use it.
+pub(crate) trait DecodeCache {
+    /// Positions filled.
+    fn positions(&self) -> usize;
+    /// Keeps the first `len` positions.
+    fn truncate(&mut self, len: usize);
+}
+
+impl DecodeCache for KvCache {
+    fn positions(&self) -> usize {
+        self.len()
+    }
+
+    fn truncate(&mut self, len: usize) {
+        KvCache::truncate(self, len);
+    }
+}
+
+/// The encoder and decoder forward the decoding rules drive. Both paths give
+/// the logits of the same model; the rules, not the forward, make the transcript.
+pub(crate) trait WhisperForward {
+    /// One window's encoder output (the cross-attention keys and values).
+    type Encoded;
+    /// One decoding sequence's self-attention cache.
+    type Cache: DecodeCache;
+
+    /// [`Whisper::encode`]: the encoder on one window `mel` `[n_mels, 2 n_audio_ctx]`.
+    fn encode(&self, mel: &[f32], ctx: &mut ExecContext) -> Result<Self::Encoded, ExecutionError>;
+
+    /// [`Whisper::new_cache`]: an empty cache.
+    fn new_cache(&self) -> Result<Self::Cache, ExecutionError>;
+
+    /// [`Whisper::decode_steps`]: `tokens` split into `caches.len()` equal groups,
+    /// group `g` fed after `caches[g]`'s positions; the logits of the rows `want`.
+    fn decode_steps(
+        &self,
+        enc: &Self::Encoded,
+        caches: &mut [Self::Cache],
+        tokens: &[u32],
+        want: &[usize],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError>;
+
+    /// [`Whisper::copy_cache`]: makes `dst` a copy of `src`'s filled positions.
+    fn copy_cache(
+        &self,
+        src: &Self::Cache,
+        dst: &mut Self::Cache,
+        ctx: &mut ExecContext,
+    ) -> Result<(), ExecutionError>;
+
+    /// Word timestamps: `tokens` fed from an empty cache, the logits of the rows
+    /// `want`, and the raw cross-attention scores of the alignment heads into `capture`.
+    fn align(
+        &self,
+        enc: &Self::Encoded,
+        tokens: &[u32],
+        want: &[usize],
+        capture: &mut AlignCapture,
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError>;
+}
+
+/// The curated forward.
+impl WhisperForward for Whisper {
+    type Encoded = EncoderOutput;
+    type Cache = KvCache;
+
+    fn encode(&self, mel: &[f32], ctx: &mut ExecContext) -> Result<EncoderOutput, ExecutionError> {
+        Whisper::encode(self, mel, ctx)
+    }
+
+    fn new_cache(&self) -> Result<KvCache, ExecutionError> {
+        Whisper::new_cache(self)
+    }
+
+    fn decode_steps(
+        &self,
+        enc: &EncoderOutput,
+        caches: &mut [KvCache],
+        tokens: &[u32],
+        want: &[usize],
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError> {
+        Whisper::decode_steps(self, enc, caches, tokens, want, ctx)
+    }
+
+    fn copy_cache(
+        &self,
+        src: &KvCache,
+        dst: &mut KvCache,
+        ctx: &mut ExecContext,
+    ) -> Result<(), ExecutionError> {
+        Whisper::copy_cache(self, src, dst, ctx)
+    }
+
+    fn align(
+        &self,
+        enc: &EncoderOutput,
+        tokens: &[u32],
+        want: &[usize],
+        capture: &mut AlignCapture,
+        ctx: &mut ExecContext,
+    ) -> Result<Vec<Vec<f32>>, ExecutionError> {
+        let mut cache = Whisper::new_cache(self)?;
+        self.dispatcher().install(|| {
+            self.decode_steps_on_pool(
+                enc,
+                std::slice::from_mut(&mut cache),
+                tokens,
+                want,
+                Some(capture),
+                ctx,
+            )
+        })
     }
 }
 
@@ -304,13 +425,15 @@ impl Whisper {
     /// Language tokens and their probabilities for one encoded window, highest
     /// first: the softmax of the `<|startoftranscript|>` step's logits over the
     /// language tokens only (the reference's `detect_language`).
-    fn language_probs(
+    fn language_probs<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         ctx: &mut ExecContext,
     ) -> Result<Vec<(u32, f32)>, ExecutionError> {
-        let mut cache = self.new_cache()?;
-        let logits = self.decode_step(enc, &mut cache, &[self.config.special.sot], &[0], ctx)?;
+        let mut cache = f.new_cache()?;
+        let sot = [self.config.special.sot];
+        let logits = f.decode_steps(enc, std::slice::from_mut(&mut cache), &sot, &[0], ctx)?;
         let ids: Vec<u32> = (self.config.special.languages.iter().copied())
             .filter(|&id| (id as usize) < logits[0].len())
             .collect();
@@ -330,12 +453,13 @@ impl Whisper {
     }
 
     /// Detects the spoken language of one encoded window (multilingual models).
-    fn top_language(
+    fn top_language<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         ctx: &mut ExecContext,
     ) -> Result<u32, ExecutionError> {
-        Ok(self.language_probs(enc, ctx)?[0].0)
+        Ok(self.language_probs(f, enc, ctx)?[0].0)
     }
 
     /// Spoken-language probabilities of the first 30 s of 16 kHz mono `samples`,
@@ -363,7 +487,7 @@ impl Whisper {
         let mut ctx = ExecContext::new(self.dispatcher.threads());
         let enc = self.encode(&window, &mut ctx)?;
         Ok(self
-            .language_probs(&enc, &mut ctx)?
+            .language_probs(self, &enc, &mut ctx)?
             .into_iter()
             .map(|(id, p)| (self.language_code(id), p))
             .collect())
@@ -387,11 +511,12 @@ impl Whisper {
     /// prompt token. The best by `sum_logprob / len ^ length_penalty` is returned
     /// (CTranslate2's ranking of `num_hypotheses` samples).
     #[allow(clippy::too_many_arguments)]
-    fn decode_window(
+    fn decode_window<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         prompt: &PromptState,
-        cache: &mut super::KvCache,
+        cache: &mut F::Cache,
         opts: &TranscribeOptions,
         temperature: f32,
         n: usize,
@@ -402,10 +527,10 @@ impl Whisper {
         let sample_len = c.n_text_ctx / 2;
         cache.truncate(prompt.len);
         let filter = self.logit_filter(opts.timestamps);
-        let mut caches = vec![std::mem::replace(cache, self.new_cache()?)];
+        let mut caches = vec![std::mem::replace(cache, f.new_cache()?)];
         for _ in 1..n {
-            let mut copy = self.new_cache()?;
-            self.copy_cache(&caches[0], &mut copy, ctx)?;
+            let mut copy = f.new_cache()?;
+            f.copy_cache(&caches[0], &mut copy, ctx)?;
             caches.push(copy);
         }
         // Sequence `alive[r]` is fed through `caches[r]`; ended ones keep (tokens, sum).
@@ -428,7 +553,7 @@ impl Whisper {
                 *sum += f64::from(log_prob(l[next as usize], lse));
                 let stop = next == c.special.eot
                     || tokens.len() + 1 > sample_len
-                    || caches[r].len() + 1 > c.n_text_ctx;
+                    || caches[r].positions() + 1 > c.n_text_ctx;
                 if next != c.special.eot {
                     tokens.push(next);
                 }
@@ -452,7 +577,7 @@ impl Whisper {
                 .map(|&i| seqs[i].0.last().copied().unwrap_or(c.special.eot))
                 .collect();
             let want: Vec<usize> = (0..feed.len()).collect();
-            logits = self.decode_steps(enc, &mut caches, &feed, &want, ctx)?;
+            logits = f.decode_steps(enc, &mut caches, &feed, &want, ctx)?;
             fed += feed.len();
         }
         if let Some(k) = ended.pop() {
@@ -511,11 +636,12 @@ impl Whisper {
     /// One decoding at `temperature`: the beam search at 0 when `beam_size` > 1,
     /// greedy at 0 otherwise, and above 0 the best of `best_of` samples.
     #[allow(clippy::too_many_arguments)]
-    fn decode_at(
+    fn decode_at<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         prompt: &PromptState,
-        cache: &mut super::KvCache,
+        cache: &mut F::Cache,
         opts: &TranscribeOptions,
         temperature: f32,
         rng: &mut ChaCha8Rng,
@@ -523,6 +649,7 @@ impl Whisper {
     ) -> Result<DecodeResult, ExecutionError> {
         if temperature > 0.0 {
             self.decode_window(
+                f,
                 enc,
                 prompt,
                 cache,
@@ -533,16 +660,17 @@ impl Whisper {
                 ctx,
             )
         } else if opts.beam_size > 1 {
-            self.decode_beam(enc, prompt, cache, opts, ctx)
+            self.decode_beam(f, enc, prompt, cache, opts, ctx)
         } else {
-            self.decode_window(enc, prompt, cache, opts, 0.0, 1, rng, ctx)
+            self.decode_window(f, enc, prompt, cache, opts, 0.0, 1, rng, ctx)
         }
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn decode_with_fallback(
+    fn decode_with_fallback<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         prompt: &[u32],
         sot_index: usize,
         opts: &TranscribeOptions,
@@ -551,18 +679,19 @@ impl Whisper {
     ) -> Result<(DecodeResult, usize, usize), ExecutionError> {
         let temps = &opts.temperatures;
         // The prompt is fed once: every temperature starts from its cache and logits.
-        let mut cache = self.new_cache()?;
+        let mut cache = f.new_cache()?;
         let last = prompt.len() - 1;
+        let want = [sot_index, last];
         let state = PromptState {
             len: prompt.len(),
-            first: self.decode_step(enc, &mut cache, prompt, &[sot_index, last], ctx)?,
+            first: f.decode_steps(enc, std::slice::from_mut(&mut cache), prompt, &want, ctx)?,
         };
         let mut all = Vec::new();
         let mut below_cr = Vec::new();
         let mut last_t = temps.first().copied().unwrap_or(0.0);
         for &t in temps {
             last_t = t;
-            let r = self.decode_at(enc, &state, &mut cache, opts, t, rng, ctx)?;
+            let r = self.decode_at(f, enc, &state, &mut cache, opts, t, rng, ctx)?;
             let too_repetitive = opts
                 .compression_ratio_threshold
                 .is_some_and(|c| r.compression_ratio > c);
@@ -613,6 +742,18 @@ impl Whisper {
     /// [`Whisper::transcribe`], calling `progress` with the fraction done after each window.
     pub fn transcribe_with_progress(
         &self,
+        samples: &[f32],
+        opts: &TranscribeOptions,
+        progress: &mut dyn FnMut(f64),
+    ) -> Result<Transcript, ExecutionError> {
+        self.transcribe_on(self, samples, opts, progress)
+    }
+
+    /// [`Whisper::transcribe_with_progress`] with the encoder and decoder run by
+    /// `f` (the curated family, or the graph path): the same rules either way.
+    pub(crate) fn transcribe_on<F: WhisperForward>(
+        &self,
+        f: &F,
         samples: &[f32],
         opts: &TranscribeOptions,
         progress: &mut dyn FnMut(f64),
@@ -683,12 +824,12 @@ impl Whisper {
                 }
             }
             let t0 = std::time::Instant::now();
-            let enc = self.encode(&window(seek), &mut ctx)?;
+            let enc = f.encode(&window(seek), &mut ctx)?;
             transcript.timings.encode_s += t0.elapsed().as_secs_f64();
             transcript.timings.windows += 1;
             let t0 = std::time::Instant::now();
             if c.multilingual && language.is_none() {
-                let lang = self.top_language(&enc, &mut ctx)?;
+                let lang = self.top_language(f, &enc, &mut ctx)?;
                 language = Some(lang);
             }
             if let Some(l) = language {
@@ -717,7 +858,7 @@ impl Whisper {
                 prompt.push(sp.no_timestamps);
             }
             let (r, decodes, fed) =
-                self.decode_with_fallback(&enc, &prompt, sot_index, opts, &mut rng, &mut ctx)?;
+                self.decode_with_fallback(f, &enc, &prompt, sot_index, opts, &mut rng, &mut ctx)?;
             transcript.timings.decode_s += t0.elapsed().as_secs_f64();
             transcript.timings.decodes += decodes;
             transcript.timings.tokens += fed;
@@ -788,6 +929,7 @@ impl Whisper {
                     });
                 }
                 self.add_word_timestamps(
+                    f,
                     &enc,
                     &sot_sequence,
                     &transcript.language,

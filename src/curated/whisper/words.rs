@@ -14,8 +14,9 @@
 //!   (soft-maxed over the text vocabulary), punctuation is merged into the neighbouring
 //!   words, and the duration heuristics clip words at sentence and segment boundaries.
 
-use super::{EncoderOutput, Whisper};
-use crate::backend::{ExecContext, Tensor};
+use super::decode::WhisperForward;
+use super::Whisper;
+use crate::backend::{Dispatcher, ExecContext, Tensor};
 use crate::error::ExecutionError;
 
 /// One word of a segment: its text (with the leading space Whisper writes), start and
@@ -46,7 +47,7 @@ const NO_SPACE_LANGUAGES: [&str; 6] = ["zh", "ja", "th", "lo", "my", "yue"];
 const ASCII_PUNCTUATION: &str = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
 
 /// The raw cross-attention scores of the alignment heads, collected during one decoder pass.
-pub(super) struct AlignCapture {
+pub(crate) struct AlignCapture {
     /// `(layer, head)` pairs, in the model's order.
     heads: Vec<(usize, usize)>,
     /// Audio frames kept (the window's content).
@@ -66,6 +67,18 @@ impl AlignCapture {
         k: &Tensor,
         whisper: &Whisper,
     ) -> Result<(), ExecutionError> {
+        self.take_on(layer, q, k, whisper.dispatcher())
+    }
+
+    /// [`AlignCapture::take`] with `q` and `k` read back through `d` (the
+    /// backends that computed them).
+    pub(crate) fn take_on(
+        &mut self,
+        layer: usize,
+        q: &Tensor,
+        k: &Tensor,
+        d: &Dispatcher,
+    ) -> Result<(), ExecutionError> {
         let heads: Vec<usize> = (self.heads.iter())
             .filter(|&&(l, _)| l == layer)
             .map(|&(_, h)| h)
@@ -75,7 +88,6 @@ impl AlignCapture {
         }
         let (rows, nh, dh) = (q.shape()[0], q.shape()[1], q.shape()[2]);
         let frames = self.frames.min(k.shape()[0]);
-        let d = whisper.dispatcher();
         let (qv, kv) = (super::host(q, d)?, super::host(k, d)?);
         let scale = 1.0 / (dh as f32).sqrt();
         for h in heads {
@@ -476,9 +488,10 @@ impl Whisper {
     /// multilingual models; `last_speech` is the end of the previous speech. Errors when
     /// the model has no alignment heads (files imported before they were stored).
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn add_word_timestamps(
+    pub(super) fn add_word_timestamps<F: WhisperForward>(
         &self,
-        enc: &EncoderOutput,
+        f: &F,
+        enc: &F::Encoded,
         sot_sequence: &[u32],
         language: &str,
         subs: &mut [Subsegment],
@@ -517,18 +530,8 @@ impl Whisper {
             frames: cols,
             scores: Vec::new(),
         };
-        let mut cache = self.new_cache()?;
         let want: Vec<usize> = (offset - 1..offset - 1 + text.len()).collect();
-        let logits = self.dispatcher.install(|| {
-            self.decode_steps_on_pool(
-                enc,
-                std::slice::from_mut(&mut cache),
-                &tokens,
-                &want,
-                Some(&mut capture),
-                ctx,
-            )
-        })?;
+        let logits = f.align(enc, &tokens, &want, &mut capture, ctx)?;
         // The text tokens' probabilities, soft-maxed over the text vocabulary (< eot).
         let probs: Vec<f32> = (logits.iter().zip(&text))
             .map(|(l, &t)| {
