@@ -27,7 +27,7 @@ pub use crate::curated::bert::{l2_normalize, pool, Bert, Hidden, Pooling, Proble
 use crate::backend::{Dispatcher, ExecContext};
 use crate::error::ExecutionError;
 use crate::graph::{GraphOptions, GraphSession};
-use crate::loader::{Family, Model};
+use crate::loader::{Model, Task};
 use crate::path::{Engine, PathChoice};
 use crate::tokenizer::Tokenizer;
 use std::sync::Arc;
@@ -110,14 +110,10 @@ impl Encoder {
         dispatcher: Dispatcher,
         path: PathChoice,
     ) -> Result<Encoder, ExecutionError> {
-        if model.family != Some(Family::BertStyle) {
+        if model.task() != Some(Task::Encode) {
             let what = match model.family {
-                Some(Family::LlamaStyle) => {
-                    "a LlamaStyle model (decoder-only text generation; use `run` or `chat`)"
-                        .to_string()
-                }
-                Some(other) => format!("a {} model", other.name()),
-                None => "not handled by a curated family".to_string(),
+                Some(f) => format!("a {} model ({})", f.name(), model.commands()),
+                None => format!("not handled by a curated family ({})", model.commands()),
             };
             return Err(ExecutionError::InvalidConfig {
                 field: "model_type".into(),

@@ -29,7 +29,7 @@ use crate::curated::llama::LogitRows;
 use crate::error::{ExecutionError, LoadError};
 use crate::graph::text::{TextCache, TextEngine};
 use crate::graph::GraphOptions;
-use crate::loader::{ExecPath, Family, Model};
+use crate::loader::{Model, Task};
 pub use crate::path::PathChoice;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
@@ -92,14 +92,6 @@ pub struct TextModel {
     load_ms: f64,
 }
 
-/// The command that handles a model of a family that does not generate text.
-fn command_for(family: Option<Family>, path: ExecPath) -> &'static str {
-    match (family, path) {
-        (Some(Family::BertStyle), _) => "`cyb-llm embed` or `cyb-llm classify`",
-        _ => "`cyb-llm inspect` to see what it is",
-    }
-}
-
 impl TextModel {
     /// Loads the `.model` file at `path` for generation.
     pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Arc<TextModel>, Error> {
@@ -115,17 +107,17 @@ impl TextModel {
     pub fn from_model(model: Arc<Model>, opts: &LoadOptions) -> Result<TextModel, ExecutionError> {
         let start = Instant::now();
         let graph_only = model.family.is_none() && model.graph.is_some();
-        if model.family != Some(Family::LlamaStyle) && !graph_only {
+        if model.task() != Some(Task::Generate) && !graph_only {
             return Err(ExecutionError::InvalidConfig {
                 field: "model_type".into(),
                 reason: format!(
-                    "'{}' ({}) does not generate text; use {}",
+                    "'{}' ({}) does not generate text; {}",
                     model.config.model_type,
                     match model.family {
                         Some(f) => f.name().to_string(),
                         None => "graph path".to_string(),
                     },
-                    command_for(model.family, model.exec_path)
+                    model.commands()
                 ),
             });
         }

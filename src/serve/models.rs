@@ -8,7 +8,7 @@ use super::metrics::Metrics;
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher};
 use crate::encode::Encoder;
 use crate::generate::{Generator, LoadOptions, TextModel};
-use crate::loader::Family;
+use crate::loader::Task;
 use crate::transcribe::{SpeechModel, SpeechOptions};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -128,8 +128,8 @@ pub fn wrong_kind(served: &Served, wanted: &str) -> ApiError {
 fn load_one(f: &ModelFile, s: &LoadSettings) -> Result<Kind, Box<dyn std::error::Error>> {
     let model = Arc::new(crate::loader::load(&f.path)?);
     let threads = s.threads.max(1);
-    Ok(match model.family {
-        Some(Family::LlamaStyle) => {
+    Ok(match model.task() {
+        Some(Task::Generate) => {
             let opts = LoadOptions {
                 backend: s.backend.clone(),
                 threads,
@@ -139,11 +139,11 @@ fn load_one(f: &ModelFile, s: &LoadSettings) -> Result<Kind, Box<dyn std::error:
             let text = Arc::new(TextModel::from_model(model, &opts)?);
             Kind::Text(Arc::new(TextSlots::new(&f.id, text, s.parallel, s.queue)?))
         }
-        Some(Family::BertStyle) => {
+        Some(Task::Encode) => {
             let dispatcher = Dispatcher::new(s.backend.clone(), &BackendConfig { threads })?;
             Kind::Embeddings(Arc::new(Mutex::new(Encoder::new(model, dispatcher)?)))
         }
-        Some(Family::WhisperStyle) => {
+        Some(Task::Transcribe) => {
             let opts = SpeechOptions {
                 backend: s.backend.clone(),
                 threads,
@@ -153,7 +153,7 @@ fn load_one(f: &ModelFile, s: &LoadSettings) -> Result<Kind, Box<dyn std::error:
         }
         other => {
             return Err(format!(
-                "model_type '{}' (family {other:?}) is not one the server runs: it serves text \
+                "model_type '{}' (task {other:?}) is not one the server runs: it serves text \
                  generators (LlamaStyle), sentence encoders (BertStyle) and speech models \
                  (WhisperStyle)",
                 model.config.model_type

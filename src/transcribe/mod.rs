@@ -27,7 +27,7 @@ pub use crate::curated::whisper::{Segment, Timings, TranscribeOptions, Transcrip
 use crate::backend::{BackendChoice, BackendConfig, Dispatcher};
 use crate::error::ExecutionError;
 use crate::graph::GraphOptions;
-use crate::loader::{Family, Model};
+use crate::loader::{Model, Task};
 use crate::path::{Engine, PathChoice};
 use graph::GraphForward;
 use std::path::Path;
@@ -110,12 +110,13 @@ impl SpeechModel {
         model: Arc<Model>,
         opts: &SpeechOptions,
     ) -> Result<SpeechModel, ExecutionError> {
-        if model.family != Some(Family::WhisperStyle) {
+        if model.task() != Some(Task::Transcribe) {
             return Err(ExecutionError::InvalidConfig {
                 field: "model_type".into(),
                 reason: format!(
-                    "'{}' is not a speech-recognition (WhisperStyle) model",
-                    model.config.model_type
+                    "'{}' is not a speech-recognition (WhisperStyle) model; {}",
+                    model.config.model_type,
+                    model.commands()
                 ),
             });
         }
