@@ -75,15 +75,17 @@ fn parse_size(s: &str) -> Option<usize> {
 }
 
 /// The FMA peak of the vector width the float GEMM uses here, measured: `threads` spawned
-/// threads run 24 independent fused multiply-add chains of 16 lanes (AVX-512F) or 8 (AVX2 + FMA) for about
-/// 30 ms; the best GFLOP/s (2 flops per lane) of five runs. `None` on CPUs without either.
+/// threads run 24 independent fused multiply-add chains of 16 lanes (AVX-512F) or 8
+/// (AVX2 + FMA) for about 4 ms (as long as one product of an encoder's GEMM); the best
+/// GFLOP/s (2 flops per lane) of thirty runs, from before the threads start to after the last
+/// ends. `None` on CPUs without either.
 pub fn fma_peak_gflops(threads: usize) -> Option<f64> {
     let lanes = fma_lanes()?;
     let threads = threads.max(1);
-    // About 30 ms per run at 4 GHz and one vector FMA per cycle.
-    let iters = 5_000_000usize;
+    // About 4 ms per run at 4 GHz and one vector FMA per cycle.
+    let iters = 600_000usize;
     let mut best = 0.0f64;
-    for _ in 0..5 {
+    for _ in 0..30 {
         let t = Instant::now();
         std::thread::scope(|s| {
             for _ in 0..threads {
