@@ -35,7 +35,7 @@ fn bench(c: &mut Criterion) {
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
     println!("path {:?}, {} threads", active_path(), threads());
     println!("caches {:?}", machine::cache_sizes());
-    let peak = machine::fma_peak_gflops(threads()).unwrap_or(f64::NAN);
+    let peak = pool.install(machine::fma_peak_gflops).unwrap_or(f64::NAN);
     println!("FMA peak {peak:.1} GFLOP/s");
     println!("| m | n | k | GFLOP/s | of peak | packed GFLOP/s | of peak |");
     println!("|---:|---:|---:|---:|---:|---:|---:|");

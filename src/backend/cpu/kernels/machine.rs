@@ -74,25 +74,20 @@ fn parse_size(s: &str) -> Option<usize> {
     Some(v * scale).filter(|&b| b > 0)
 }
 
-/// The FMA peak of the vector width the float GEMM uses here, measured: `threads` spawned
-/// threads run 24 independent fused multiply-add chains of 16 lanes (AVX-512F) or 8
-/// (AVX2 + FMA) for about 4 ms (as long as one product of an encoder's GEMM); the best
-/// GFLOP/s (2 flops per lane) of thirty runs, from before the threads start to after the last
-/// ends. `None` on CPUs without either.
-pub fn fma_peak_gflops(threads: usize) -> Option<f64> {
+/// The FMA peak of the vector width the float GEMM uses here, measured on the current rayon
+/// pool (where the GEMM runs): every worker runs 24 independent fused multiply-add chains of
+/// 16 lanes (AVX-512F) or 8 (AVX2 + FMA) for about 4 ms (as long as one product of an
+/// encoder's GEMM); the best GFLOP/s (2 flops per lane) of thirty runs, from before the
+/// workers start to after the last ends. `None` on CPUs without either.
+pub fn fma_peak_gflops() -> Option<f64> {
     let lanes = fma_lanes()?;
-    let threads = threads.max(1);
     // About 4 ms per run at 4 GHz and one vector FMA per cycle.
     let iters = 600_000usize;
     let mut best = 0.0f64;
     for _ in 0..30 {
         let t = Instant::now();
-        std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| std::hint::black_box(fma_chains(iters)));
-            }
-        });
-        let flops = (threads * iters * CHAINS * lanes * 2) as f64;
+        let workers = rayon::broadcast(|_| std::hint::black_box(fma_chains(iters))).len();
+        let flops = (workers * iters * CHAINS * lanes * 2) as f64;
         best = best.max(flops / t.elapsed().as_secs_f64() / 1e9);
     }
     Some(best)
@@ -200,7 +195,11 @@ mod tests {
 
     #[test]
     fn the_peak_is_positive_where_measured() {
-        if let Some(p) = fma_peak_gflops(1) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .expect("pool");
+        if let Some(p) = pool.install(fma_peak_gflops) {
             assert!(p > 0.0 && p.is_finite(), "{p}");
         }
     }
