@@ -54,10 +54,11 @@ pub fn run(a: GemmArgs) -> CmdResult {
         c.l3 >> 10,
         kernels::active_path()
     );
-    // The peak is measured on the GEMM's pool before every product and after the last, the
-    // best of all kept: background load comes and goes, and the products' best calls see its
-    // quiet moments too.
-    let mut peak = pool.install(kernels::machine::fma_peak_gflops);
+    // The peak is measured on the GEMM's pool before every product and after the last; each
+    // product is set against the better of the two measured next to it (background load
+    // comes and goes), the layer against the best of all.
+    let peak = || pool.install(kernels::machine::fma_peak_gflops);
+    let mut peaks = vec![peak()];
     let (m, h, f) = (a.m, a.hidden, a.ffn);
     let mut state = 0x9E37_79B9u32;
     let mut value = || {
@@ -84,24 +85,26 @@ pub fn run(a: GemmArgs) -> CmdResult {
         let flops = 2.0 * (m * n * k) as f64;
         rows.push((format!("GEMM {m}x{n}x{k} (f32)"), flops / t / 1e9));
         layer = (layer.0 + count as f64 * flops, layer.1 + count as f64 * t);
-        if let (Some(p), Some(q)) = (
-            peak.as_mut(),
-            pool.install(kernels::machine::fma_peak_gflops),
-        ) {
-            *p = p.max(q);
-        }
+        peaks.push(peak());
     }
     rows.push((
         format!("GEMM, encoder layer ({m} rows, 4 x {h}x{h}, {f}x{h}, {h}x{f})"),
         layer.0 / layer.1 / 1e9,
     ));
-    match peak {
-        Some(p) => println!("FMA peak, {threads} threads: {p:.1} GFLOP/s (measured)"),
+    let best = |p: &[Option<f64>]| p.iter().flatten().copied().reduce(f64::max);
+    match best(&peaks) {
+        Some(p) => println!("FMA peak, {threads} threads: {p:.1} GFLOP/s (measured, best)"),
         None => println!("FMA peak: not measured on this CPU"),
     }
-    for (what, g) in rows {
-        let frac = peak.map_or(String::new(), |p| {
-            format!(", {:.0} % of peak", 100.0 * g / p)
+    let last = rows.len() - 1;
+    for (i, (what, g)) in rows.into_iter().enumerate() {
+        let near = if i == last {
+            best(&peaks)
+        } else {
+            best(&peaks[i..i + 2])
+        };
+        let frac = near.map_or(String::new(), |p| {
+            format!(", {:.0} % of peak ({p:.1})", 100.0 * g / p)
         });
         println!("{what}: {g:.1} GFLOP/s{frac}");
     }
