@@ -76,15 +76,15 @@ fn parse_size(s: &str) -> Option<usize> {
 
 /// The FMA peak of the vector width the float GEMM uses here, measured on the current rayon
 /// pool (where the GEMM runs): every worker runs 24 independent fused multiply-add chains of
-/// 16 lanes (AVX-512F) or 8 (AVX2 + FMA) for about 4 ms (as long as one product of an
-/// encoder's GEMM); the best GFLOP/s (2 flops per lane) of thirty runs, from before the
-/// workers start to after the last ends. `None` on CPUs without either.
+/// 16 lanes (AVX-512F) or 8 (AVX2 + FMA) for about 2 ms (shorter than one product of an
+/// encoder's GEMM, and than a scheduler time slice); the best GFLOP/s (2 flops per lane) of
+/// sixty runs, from before the workers start to after the last ends. `None` on CPUs without either.
 pub fn fma_peak_gflops() -> Option<f64> {
     let lanes = fma_lanes()?;
-    // About 4 ms per run at 4 GHz and one vector FMA per cycle.
-    let iters = 600_000usize;
+    // About 2 ms per run at 4 GHz and one vector FMA per cycle.
+    let iters = 300_000usize;
     let mut best = 0.0f64;
-    for _ in 0..30 {
+    for _ in 0..60 {
         let t = Instant::now();
         let workers = rayon::broadcast(|_| std::hint::black_box(fma_chains(iters))).len();
         let flops = (workers * iters * CHAINS * lanes * 2) as f64;
