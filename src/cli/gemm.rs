@@ -56,7 +56,7 @@ pub fn run(a: GemmArgs) -> CmdResult {
     );
     // The peak is measured on the GEMM's pool before every product and after the last; each
     // product is set against the better of the two measured next to it (background load
-    // comes and goes), the layer against the best of all.
+    // comes and goes), the layer against the work those peaks allow in the products' times.
     let peak = || pool.install(kernels::machine::fma_peak_gflops);
     let mut peaks = vec![peak()];
     let (m, h, f) = (a.m, a.hidden, a.ffn);
@@ -68,7 +68,7 @@ pub fn run(a: GemmArgs) -> CmdResult {
         (state >> 8) as f32 / (1u32 << 24) as f32 - 0.5
     };
     let mut rows = Vec::new();
-    let mut layer = (0.0, 0.0);
+    let mut times = Vec::new();
     for (n, k, count) in [(h, h, 4), (f, h, 1), (h, f, 1)] {
         let w: Vec<u8> = (0..n * k).flat_map(|_| value().to_le_bytes()).collect();
         let x: Vec<f32> = (0..m * k).map(|_| value()).collect();
@@ -84,29 +84,38 @@ pub fn run(a: GemmArgs) -> CmdResult {
         let t = seconds(|| pool.install(|| kernels::matmul(DType::F32, &w, n, k, &x, m, &mut y)));
         let flops = 2.0 * (m * n * k) as f64;
         rows.push((format!("GEMM {m}x{n}x{k} (f32)"), flops / t / 1e9));
-        layer = (layer.0 + count as f64 * flops, layer.1 + count as f64 * t);
+        times.push((count as f64 * flops, count as f64 * t));
         peaks.push(peak());
     }
-    rows.push((
-        format!("GEMM, encoder layer ({m} rows, 4 x {h}x{h}, {f}x{h}, {h}x{f})"),
-        layer.0 / layer.1 / 1e9,
-    ));
     let best = |p: &[Option<f64>]| p.iter().flatten().copied().reduce(f64::max);
+    let near: Vec<Option<f64>> = (0..rows.len()).map(|i| best(&peaks[i..i + 2])).collect();
     match best(&peaks) {
         Some(p) => println!("FMA peak, {threads} threads: {p:.1} GFLOP/s (measured, best)"),
         None => println!("FMA peak: not measured on this CPU"),
     }
-    let last = rows.len() - 1;
-    for (i, (what, g)) in rows.into_iter().enumerate() {
-        let near = if i == last {
-            best(&peaks)
-        } else {
-            best(&peaks[i..i + 2])
-        };
-        let frac = near.map_or(String::new(), |p| {
+    for ((what, g), p) in rows.iter().zip(&near) {
+        let frac = p.map_or(String::new(), |p| {
             format!(", {:.0} % of peak ({p:.1})", 100.0 * g / p)
         });
         println!("{what}: {g:.1} GFLOP/s{frac}");
     }
+    let (flops, secs) = times
+        .iter()
+        .fold((0.0, 0.0), |(f, s), &(fi, si)| (f + fi, s + si));
+    let possible: Option<f64> = times
+        .iter()
+        .zip(&near)
+        .map(|(&(_, s), p)| p.map(|p| s * p * 1e9))
+        .sum();
+    let frac = possible.map_or(String::new(), |w| {
+        format!(
+            ", {:.0} % of the peaks next to its products",
+            100.0 * flops / w
+        )
+    });
+    println!(
+        "GEMM, encoder layer ({m} rows, 4 x {h}x{h}, {f}x{h}, {h}x{f}): {:.1} GFLOP/s{frac}",
+        flops / secs / 1e9
+    );
     Ok(ExitCode::SUCCESS)
 }
