@@ -30,21 +30,28 @@ pub(super) fn packed(w: &Tensor) -> Option<Arc<PackedF32>> {
     };
     let (owner, range, alive) = b.identity();
     let key = (owner, range, n, k);
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    if let Some((_, p)) = cache.get(&key) {
-        return Some(p.clone());
+    let cache = CACHE.get_or_init(Default::default);
+    let lock = || {
+        cache
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    };
+    {
+        let mut cache = lock();
+        if let Some((_, p)) = cache.get(&key) {
+            return Some(p.clone());
+        }
+        // Entries of dropped models go (their weak handles keep the addresses from reuse
+        // until then).
+        cache.retain(|_, (owner, _)| owner.strong_count() > 0);
+        let held: usize = cache.values().map(|(_, p)| p.bytes()).sum();
+        if held + PackedF32::bytes_for(n, k) > BUDGET {
+            return None;
+        }
     }
-    // A weight of a dropped model may share an address with a new one: drop dead entries
-    // before adding.
-    cache.retain(|_, (owner, _)| owner.strong_count() > 0);
-    let held: usize = cache.values().map(|(_, p)| p.bytes()).sum();
-    if held + PackedF32::bytes_for(n, k) > BUDGET {
-        return None;
-    }
+    // Packed outside the lock: the packing runs on the pool, whose workers may meanwhile take
+    // up another caller's product that asks here too. Of two packings of one weight made at
+    // once, the first stored is kept.
     let p = Arc::new(PackedF32::new(b.as_slice(), n, k));
-    cache.insert(key, (alive, p.clone()));
-    Some(p)
+    Some(lock().entry(key).or_insert((alive, p)).1.clone())
 }
