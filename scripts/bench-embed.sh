@@ -12,7 +12,9 @@
 # sentence-transformers (after a warm-up, same thread count), alternating so that background
 # load hits both alike; time covers tokenization + forward + pooling, not model loading. It
 # also checks that both produce the same vectors (minimum cosine over all sentences).
-# Prints a Markdown table for BENCHMARKS.md.
+# Prints a Markdown table for BENCHMARKS.md, then `cyb-llm gemm`'s lines: this machine's cache
+# sizes, its measured FMA peak and the float GEMM's GFLOP/s at the encoder's shapes (a batch
+# of 32 sentences of 32 tokens) as a fraction of that peak.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/bench-lib.sh
@@ -86,3 +88,7 @@ for b in $BATCHES; do
   ratio=$(awk -v a="$ours" -v b="$st" 'BEGIN { printf "%.2f", a / b }')
   echo "| $b | $ours | $st | ${ratio}x | $cos |"
 done
+echo
+sleep "${PAUSE:-5}"
+# The GEMM against the FMA peak, on the same threads (a binary older than `cyb-llm gemm` says so).
+"$WORK/cyb-llm" gemm -t "$THREADS" 2>&1 || echo "gemm: this cyb-llm binary has no \`gemm\` command"

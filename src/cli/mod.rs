@@ -7,6 +7,7 @@ mod classify;
 mod diffuse;
 mod embed;
 mod eval;
+mod gemm;
 mod graph;
 mod import;
 mod inspect;
@@ -69,6 +70,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// List the backends that can start here (wgpu: adapter, driver, limits, features).
     Backends(backends::BackendsArgs),
+    /// This CPU's cache sizes and measured FMA peak, and the float GEMM at encoder shapes.
+    Gemm(gemm::GemmArgs),
 }
 
 /// Makes `dir` and proves a file can be created there, before any work whose
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> CmdResult {
         Command::Speak(a) => speak::run(a),
         Command::Backends(a) => backends::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Gemm(a) => gemm::run(a),
         Command::Perplexity(a) => perplexity::run(a),
         Command::Serve(a) => serve::run(a),
     }

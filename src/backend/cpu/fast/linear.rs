@@ -156,6 +156,16 @@ pub(super) fn matmul_values(
 ) -> Result<Tensor, ExecutionError> {
     let (n, k) = (w.shape()[0], w.shape()[1]);
     let m = x.len().checked_div(k).unwrap_or(0);
+    // f32 weights against many activation rows: the GEMM over the weight's packing.
+    #[cfg(target_arch = "x86_64")]
+    if kernels::packed_pays(kernels::active_path(), m, pool.current_num_threads()) && k > 0 {
+        if let Some(p) = super::packed::packed(w) {
+            return ctx.tensor_with(out_shape, false, |y| {
+                pool.install(|| kernels::matmul_packed(&p, x, m, finish, y));
+                Ok(())
+            });
+        }
+    }
     // Encoded weights with a kernel: dot products straight from the stored
     // blocks (the tensor's byte size was checked against its shape).
     if let Some(bytes) = w

@@ -12,6 +12,8 @@ mod conv_direct;
 mod elementwise;
 mod image;
 mod linear;
+#[cfg(target_arch = "x86_64")]
+mod packed;
 mod par;
 
 use super::reference;

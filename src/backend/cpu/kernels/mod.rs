@@ -19,6 +19,11 @@ pub use gemm::RowsFn;
 mod gemm_avx2;
 #[cfg(target_arch = "x86_64")]
 mod gemm_avx512;
+#[cfg(target_arch = "x86_64")]
+mod gemm_packed;
+#[cfg(target_arch = "x86_64")]
+pub use gemm_packed::PackedF32;
+pub mod machine;
 #[cfg(target_arch = "aarch64")]
 mod neon;
 mod portable;
@@ -186,6 +191,35 @@ pub fn matvec(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], y: &mut [f3
 /// As [`matvec`], with `x` of `m * k` and `y` of `m * n` values.
 pub fn matmul(dtype: DType, w: &[u8], n: usize, k: usize, x: &[f32], m: usize, y: &mut [f32]) {
     matmul_with(active_path(), dtype, w, n, k, x, m, None, y);
+}
+
+/// Whether products of `m` activation rows on `path`, on a pool of `threads` threads, run
+/// faster over weights packed into a [`PackedF32`] ([`matmul_packed`]): on CPUs with
+/// AVX-512F, from the rows on where the float GEMM splits the activation rows among tasks
+/// (below, it splits the weights, so that each is read once).
+#[cfg(target_arch = "x86_64")]
+pub fn packed_pays(path: KernelPath, m: usize, threads: usize) -> bool {
+    path.rows() == KernelPath::Avx2
+        && avx512_detected()
+        && m.div_ceil(gemm::NR) >= 4 * threads.max(1)
+}
+
+/// `Y[m, n] = X W^T` over packed f32 weights (`x`: `m` rows of `w.k()` values, `y`: `m` rows
+/// of `w.n()`), then `finish` (where given) on the finished rows, on the current rayon pool.
+/// Results are bitwise those of [`matmul_with`] on the same weights.
+///
+/// # Panics
+/// If the slice lengths do not match, or the CPU lacks AVX-512F (callers check
+/// [`packed_pays`]).
+#[cfg(target_arch = "x86_64")]
+pub fn matmul_packed(
+    w: &PackedF32,
+    x: &[f32],
+    m: usize,
+    finish: Option<&RowsFn<'_>>,
+    y: &mut [f32],
+) {
+    gemm_packed::matmul(w, x, m, finish, y);
 }
 
 /// A row kernel: the dot product of one encoded weight row with one prepared activation row.
