@@ -7,16 +7,17 @@
 //! (hand-written model families), [`ir`] (the graph IR: text form, op table,
 //! validation), [`graph`] (the graph writers and executor), [`path`] (the
 //! curated-or-graph switch), then the tasks on top: [`generate`], [`encode`],
-//! [`transcribe`], [`bench`], [`perplexity`], [`diffusion`], [`speak`], [`serve`].
+//! [`transcribe`], [`bench`](mod@bench), [`perplexity`], [`diffusion`], [`speak`], [`serve`].
 //!
 //! Every task with both paths binds its model through [`path::Engine::bind`]:
 //! `--path` and the backend's [`backend::Capabilities`] pick the curated family
 //! or the graph section, on the task's one [`backend::Dispatcher`].
 //!
 //! Where new work goes:
-//! - a family: its model types and required tensors in `loader::family`, its
-//!   forward in [`curated`], its graph writer in [`graph`] (listed in
-//!   [`graph::llama::graph_for`]), its task API binding it through [`path::Engine`];
+//! - a family: its registry row (model types, task) and required tensors in
+//!   `loader::family`, its forward written once in [`curated`] against the
+//!   builder interface (run eagerly, recorded as the graph section and listed in
+//!   [`graph::graph_for`]), its task API binding it through [`path::Engine`];
 //! - an op: a [`backend::Op`] variant with its reference math, each backend's
 //!   kernel (or `supports` saying no: the dispatcher falls back), and the IR op
 //!   table [`ir::ops`] when graphs use it;

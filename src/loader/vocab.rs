@@ -1,7 +1,7 @@
 //! The `vocab` section: token pieces, BPE merges, SPM scores and token types.
 //!
 //! Vocabularies reach 262k entries, so the common single-line forms are read by
-//! a strict hand-written reader ([`super::toml_text`]); any line it does not
+//! a strict hand-written reader (`super::toml_text`); any line it does not
 //! recognise sends the whole section through the `toml` crate instead.
 
 use super::toml_text::{parse_id_key, parse_line, push_basic_string, FastValue};

@@ -11,7 +11,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! [`format`] writes transcripts as txt, srt, vtt or json; [`vad`] transcribes
+//! [`format`](mod@format) writes transcripts as txt, srt, vtt or json; [`vad`] transcribes
 //! only the speech regions Silero VAD finds (faster-whisper's `vad_filter`).
 //!
 //! [`SpeechOptions::path`] picks the curated family or the model's graph section

@@ -24,8 +24,8 @@
 //!   [`TranscribeOptions::silence_rms`]; segments are cut at consecutive timestamp pairs, and `seek`
 //!   advances to the last complete timestamp (or the whole window).
 //!
-//! The rules drive a [`WhisperForward`]: the curated family ([`Whisper`] itself)
-//! or the graph path (`crate::transcribe`), through [`Whisper::transcribe_on`].
+//! The rules drive a `WhisperForward`: the curated family ([`Whisper`] itself)
+//! or the graph path (`crate::transcribe`), through `Whisper::transcribe_on`.
 
 use super::words::{last_end, AlignCapture, Subsegment};
 use super::{EncoderOutput, KvCache, TranscribeOptions, Whisper};

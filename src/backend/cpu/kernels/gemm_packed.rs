@@ -29,7 +29,7 @@ const MR: usize = 6;
 /// Most activation rows one task handles.
 const MAX_TASK_ROWS: usize = 240;
 
-/// An f32 weight matrix `[n, k]` packed into panels of [`NW`] output columns.
+/// An f32 weight matrix `[n, k]` packed into panels of `NW` output columns.
 pub struct PackedF32 {
     n: usize,
     k: usize,

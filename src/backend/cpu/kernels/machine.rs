@@ -28,7 +28,7 @@ const FALLBACK: CacheSizes = CacheSizes {
 };
 
 /// The data-cache sizes of CPU 0, from `/sys/devices/system/cpu/cpu0/cache` (Linux), read
-/// once; [`FALLBACK`] values for levels it does not report (other OSes: all of them).
+/// once; `FALLBACK` values for levels it does not report (other OSes: all of them).
 pub fn cache_sizes() -> CacheSizes {
     static SIZES: OnceLock<CacheSizes> = OnceLock::new();
     *SIZES.get_or_init(|| read_sysfs("/sys/devices/system/cpu/cpu0/cache"))
