@@ -51,24 +51,20 @@ impl Task {
     }
 }
 
-/// One row of the registry.
+/// One row of the registry: a family and the `model_type`s it claims.
 #[derive(Debug)]
 pub struct FamilyEntry {
     /// The family.
     pub family: Family,
-    /// Its display name.
-    pub name: &'static str,
     /// The `model_type`s it claims.
     pub model_types: &'static [&'static str],
-    /// What its models do.
-    pub task: Task,
 }
 
-/// The registry of curated families.
+/// The registry of curated families: which family claims which model types
+/// (each family's name and task are [`Family::name`] and [`Family::task`]).
 pub const FAMILIES: &[FamilyEntry] = &[
     FamilyEntry {
         family: Family::LlamaStyle,
-        name: "LlamaStyle",
         model_types: &[
             "llama",
             "mistral",
@@ -84,19 +80,14 @@ pub const FAMILIES: &[FamilyEntry] = &[
             "granite",
             "olmo2",
         ],
-        task: Task::Generate,
     },
     FamilyEntry {
         family: Family::BertStyle,
-        name: "BertStyle",
         model_types: &["bert", "roberta", "xlm-roberta", "distilbert"],
-        task: Task::Encode,
     },
     FamilyEntry {
         family: Family::WhisperStyle,
-        name: "WhisperStyle",
         model_types: &["whisper"],
-        task: Task::Transcribe,
     },
 ];
 
@@ -109,23 +100,22 @@ impl Family {
             .map(|e| e.family)
     }
 
-    /// Its registry row.
-    pub fn entry(self) -> &'static FamilyEntry {
-        // Every variant has a row (the unit test `every_family_has_one_row`).
-        FAMILIES
-            .iter()
-            .find(|e| e.family == self)
-            .unwrap_or(&FAMILIES[0])
-    }
-
     /// Display name.
     pub fn name(self) -> &'static str {
-        self.entry().name
+        match self {
+            Family::LlamaStyle => "LlamaStyle",
+            Family::BertStyle => "BertStyle",
+            Family::WhisperStyle => "WhisperStyle",
+        }
     }
 
     /// What its models do.
     pub fn task(self) -> Task {
-        self.entry().task
+        match self {
+            Family::LlamaStyle => Task::Generate,
+            Family::BertStyle => Task::Encode,
+            Family::WhisperStyle => Task::Transcribe,
+        }
     }
 }
 
@@ -416,7 +406,6 @@ mod tests {
                 1,
                 "{f:?}"
             );
-            assert_eq!(f.entry().family, f);
         }
         let mut types: Vec<&str> = FAMILIES
             .iter()
