@@ -173,14 +173,7 @@ pub(super) fn matmul(
     let chunk = ((L2_BUDGET / (4 * k)) / MR).max(1) * MR;
     if m.div_ceil(NR) >= 4 * threads {
         // Many activation rows: tasks take blocks of them (each passes over all weights).
-        let mut tasks = Vec::new();
-        let (mut y_rest, mut x_rest, mut first) = (y, x, 0);
-        for rows in task_rows(m, threads) {
-            let (yt, y_next) = y_rest.split_at_mut(rows * n);
-            let (xt, x_next) = x_rest.split_at(rows * k);
-            tasks.push((first, yt, xt));
-            (y_rest, x_rest, first) = (y_next, x_next, first + rows);
-        }
+        let tasks = split_rows(y, x, n, k, task_rows(m, threads));
         // One task per split: an idle thread steals single tasks until the last one.
         tasks
             .into_par_iter()
@@ -241,6 +234,26 @@ pub(super) fn finish_rows(finish: Option<&RowsFn<'_>>, n: usize, y: &mut [f32]) 
             .enumerate()
             .for_each(|(i, rows)| f(i * NR, rows));
     }
+}
+
+/// `y` (`n` wide) and `x` (`k` wide) cut into consecutive tasks of `rows` rows each:
+/// `(first row, the task's y rows, its x rows)`.
+pub(super) fn split_rows<'a>(
+    y: &'a mut [f32],
+    x: &'a [f32],
+    n: usize,
+    k: usize,
+    rows: impl IntoIterator<Item = usize>,
+) -> Vec<(usize, &'a mut [f32], &'a [f32])> {
+    let mut tasks = Vec::new();
+    let (mut y_rest, mut x_rest, mut first) = (y, x, 0);
+    for r in rows {
+        let (yt, y_next) = y_rest.split_at_mut(r * n);
+        let (xt, x_next) = x_rest.split_at(r * k);
+        tasks.push((first, yt, xt));
+        (y_rest, x_rest, first) = (y_next, x_next, first + r);
+    }
+    tasks
 }
 
 /// Activation rows per task for [`matmul`] with `m` rows on `threads` threads: whole panels

@@ -18,7 +18,7 @@
 //! fused multiply-adds, as the other float GEMM kernels do (a block continues from the
 //! partial sums the previous one stored), so the results are bitwise the same as theirs.
 
-use super::gemm::RowsFn;
+use super::gemm::{split_rows, RowsFn};
 use super::machine::cache_sizes;
 use rayon::prelude::*;
 
@@ -150,14 +150,7 @@ pub(super) fn matmul_blocked(
         return;
     }
     let threads = rayon::current_num_threads().max(1);
-    let mut tasks = Vec::new();
-    let (mut y_rest, mut x_rest, mut first) = (y, x, 0);
-    for rows in task_rows(m, threads, blocking.mc) {
-        let (yt, y_next) = y_rest.split_at_mut(rows * n);
-        let (xt, x_next) = x_rest.split_at(rows * k);
-        tasks.push((first, yt, xt));
-        (y_rest, x_rest, first) = (y_next, x_next, first + rows);
-    }
+    let tasks = split_rows(y, x, n, k, task_rows(m, threads, blocking.mc));
     // One task per split: an idle thread steals single tasks until the last one.
     tasks
         .into_par_iter()
