@@ -106,26 +106,28 @@ pub(super) fn conv2d(
         bias[(o / og) * blocks * OB + o % og] = b.map_or(0.0, |b| b[o]);
     }
     let spatial = plan.ho * plan.wo;
-    PADDED.with_borrow_mut(|padded| {
-        padded.clear();
-        padded.resize(plan.cg * plan.plane + TILE, 0.0);
-        for bi in 0..n {
-            for g in 0..a.groups {
-                let planes = &x[(bi * cin + g * plan.cg) * h * wd..][..plan.cg * h * wd];
-                pad_planes(a, &plan, planes, h, wd, padded);
-                let out = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
-                let group = Group {
-                    plan: &plan,
-                    padded,
-                    weights: &packed[g * blocks * plan.cg * taps * OB..]
-                        [..blocks * plan.cg * taps * OB],
-                    bias: &bias[g * blocks * OB..][..blocks * OB],
-                    channels: og,
-                };
-                run_group(pool, &group, out);
-            }
+    // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
+    // waits inside `run_group` (a concurrent session's), which then finds it empty.
+    let mut padded = PADDED.take();
+    padded.clear();
+    padded.resize(plan.cg * plan.plane + TILE, 0.0);
+    for bi in 0..n {
+        for g in 0..a.groups {
+            let planes = &x[(bi * cin + g * plan.cg) * h * wd..][..plan.cg * h * wd];
+            pad_planes(a, &plan, planes, h, wd, &mut padded);
+            let out = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
+            let group = Group {
+                plan: &plan,
+                padded: &padded,
+                weights: &packed[g * blocks * plan.cg * taps * OB..]
+                    [..blocks * plan.cg * taps * OB],
+                bias: &bias[g * blocks * OB..][..blocks * OB],
+                channels: og,
+            };
+            run_group(pool, &group, out);
         }
-    });
+    }
+    PADDED.set(padded);
 }
 
 thread_local! {

@@ -54,15 +54,27 @@ pub(super) fn conv2d(
             }
         }
     }
-    SCRATCH.with_borrow_mut(|(padded, patches)| {
-        padded.clear();
-        padded.resize(hp * wp * cg, 0.0);
-        // Every patch value is written below: only a longer buffer needs new memory.
-        if patches.len() < spatial * k {
-            patches.resize(spatial * k, 0.0);
-        }
-        conv2d_with(pool, a, x, &wr, b, y, padded, &mut patches[..spatial * k]);
-    });
+    // Taken out, not borrowed: while this thread waits inside `pool.install` rayon may
+    // run another `Conv2d` on it (a concurrent session's), which then finds the buffers
+    // empty instead of panicking on a second borrow.
+    let (mut padded, mut patches) = SCRATCH.take();
+    padded.clear();
+    padded.resize(hp * wp * cg, 0.0);
+    // Every patch value is written below: only a longer buffer needs new memory.
+    if patches.len() < spatial * k {
+        patches.resize(spatial * k, 0.0);
+    }
+    conv2d_with(
+        pool,
+        a,
+        x,
+        &wr,
+        b,
+        y,
+        &mut padded,
+        &mut patches[..spatial * k],
+    );
+    SCRATCH.set((padded, patches));
 }
 
 thread_local! {

@@ -179,16 +179,18 @@ pub(super) fn matmul(
             .into_par_iter()
             .with_max_len(1)
             .for_each(|(first, yt, xt)| {
-                SCRATCH.with_borrow_mut(|(packed, buf)| {
-                    pack(xt, k, packed, micro.pair.is_some());
-                    for n0 in (0..n).step_by(chunk) {
-                        let cols = n0..(n0 + chunk).min(n);
-                        block(micro, &src, n, k, packed, cols, yt, (n, 0), buf);
-                    }
-                    if let Some(f) = finish {
-                        f(first, yt);
-                    }
-                })
+                // Taken out, not borrowed: `finish` may wait on rayon, which may run
+                // another task (one that wants the scratch too) on this thread.
+                let (mut packed, mut buf) = SCRATCH.take();
+                pack(xt, k, &mut packed, micro.pair.is_some());
+                for n0 in (0..n).step_by(chunk) {
+                    let cols = n0..(n0 + chunk).min(n);
+                    block(micro, &src, n, k, &packed, cols, yt, (n, 0), &mut buf);
+                }
+                SCRATCH.set((packed, buf));
+                if let Some(f) = finish {
+                    f(first, yt);
+                }
             });
         return;
     }
