@@ -2,12 +2,13 @@
 # Checks that two builds compute the same thing, byte for byte: for a refactor that must not
 # change behaviour (issue 16's "one definition per family"). Each binary imports the same
 # sources itself, then both are compared on
-# - the generated graph section (`cyb-llm graph M`) of every LlamaStyle, BertStyle and
-#   WhisperStyle model below;
+# - the generated graph section (`cyb-llm graph M`, value names renumbered) of every
+#   LlamaStyle, BertStyle and WhisperStyle model below;
 # - the logits `perplexity --kl-divergence-base` saves, the perplexity lines and a greedy `run`,
 #   of each text model on both paths (curated, graph) and two backends (cpu, reference);
 # - `embed` output of the encoders on both paths and backends, at batch 1 and 7;
-# - `transcribe --format json` of jfk.wav on cpu and reference (word timestamps) and with beam 5.
+# - `transcribe --format json` of jfk.wav on cpu and reference (word timestamps), with beam 5,
+#   and on both paths with beam 2 and word timestamps.
 #
 #   scripts/same-outputs.sh OLD_BIN NEW_BIN      # e.g. a copy of target/release/cyb-llm from before
 #
@@ -15,7 +16,7 @@
 # exits 1 when there is any.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 2 ] || { sed -n 2,14p "$0" >&2; exit 2; }
+[ $# -eq 2 ] || { sed -n 2,16p "$0" >&2; exit 2; }
 OLD=$(realpath "$1"); NEW=$(realpath "$2")
 M=${CYB_MODELS_DIR:-.cache/models}
 WORK=$(mktemp -d)
@@ -34,7 +35,10 @@ run_all() { # BIN OUT
   for pair in "${text[@]}" "${enc[@]}" "${speech[@]}"; do
     name=${pair%%=*}; src=${pair#*=}
     "$bin" import "$src" -o "$out/$name.model" >/dev/null 2>&1
-    "$bin" graph "$out/$name.model" > "$out/$name.graph"
+    # Value names (`label#N`) renumbered by first use: the same ops on the same values compare
+    # equal whatever the writer called them.
+    "$bin" graph "$out/$name.model" |
+      perl -pe 's/"([^"]*#\d+)"/"\"" . ($v{$1} //= "v" . ++$n) . "\""/ge' > "$out/$name.graph"
   done
   for pair in "${text[@]}"; do
     name=${pair%%=*}
@@ -58,6 +62,10 @@ run_all() { # BIN OUT
   done
   "$bin" transcribe "$out/whisper.model" "$M/whisper/jfk.wav" -t 2 --beam-size 5 --format json \
     -o "$out/tr-beam" >/dev/null 2>&1
+  for p in curated graph; do
+    "$bin" transcribe "$out/whisper.model" "$M/whisper/jfk.wav" -t 2 --path $p --word-timestamps \
+      --beam-size 2 --format json -o "$out/tr-$p-beam2" >/dev/null 2>&1
+  done
   rm -f "$out"/*.model
 }
 

@@ -6,7 +6,7 @@
 //!   roberta, xlm-roberta, distilbert).
 //! - [`whisper`]: WhisperStyle, speech recognition.
 //!
-//! LlamaStyle and BertStyle are written once, in their `forward.rs`, against
+//! Each family is written once, in its `forward.rs`, against
 //! the builder interface of `sink`: run eagerly on the
 //! [`Dispatcher`](crate::backend::Dispatcher) (every backend, with the hand
 //! fusions) and recorded as the model's `graph` section (their `graph.rs`).
@@ -14,8 +14,6 @@
 //! in `loader/<family>_names.rs`, and here a folder with `config.rs`,
 //! `forward.rs` (bind + forward against `Sink`) and `graph.rs`; a fusion
 //! the family needs becomes a `Sink` method implemented by both sinks.
-//! WhisperStyle still has its eager forward here and its graph writer in
-//! `graph/whisper.rs`.
 
 pub mod bert;
 mod linear;

@@ -87,4 +87,14 @@ impl WeightBinder {
     pub(crate) fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
         self.need_as(name, decode, None)
     }
+
+    /// Tensor `name` as stored, viewed as the matrix `[shape[0], rest]`.
+    pub(crate) fn need_matrix(&self, name: &str) -> Result<Tensor, ExecutionError> {
+        let shape = self.model.tensor(name).map(|t| {
+            let rows = t.entry.shape.first().copied().unwrap_or(1);
+            let rest: usize = t.entry.shape.iter().skip(1).product();
+            [rows, rest]
+        });
+        self.need_as(name, false, shape.as_ref().map(|s| &s[..]))
+    }
 }

@@ -4,7 +4,7 @@
 //! - [`writers`]: the graph of a model of any family ([`graph_for`]), added at
 //!   import and by `cyb-llm graph --emit`.
 //! - [`bert`]: the BertStyle encoder call on the executor.
-//! - [`whisper`]: the WhisperStyle graph writer (encoder and decoder) and its two calls.
+//! - [`whisper`]: the two calls that run a WhisperStyle graph (encoder, decoder step).
 //! - [`fuse`]: the fusion pass.
 //! - [`exec`]: the executor, one [`exec::GraphSession`] (KV cache) per conversation.
 //! - [`text`]: [`text::TextEngine`] / [`text::TextCache`], the text

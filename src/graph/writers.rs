@@ -1,7 +1,7 @@
 //! The `graph` section of a model of any curated family: recorded from the
 //! family's one definition ([`crate::curated::llama::llama_graph`],
-//! [`crate::curated::bert::bert_graph`]) or written by the WhisperStyle graph
-//! writer; added at import and by
+//! [`crate::curated::bert::bert_graph`],
+//! [`crate::curated::whisper::whisper_graph`]); added at import and by
 //! `cyb-llm graph --emit`.
 
 use crate::error::ExecutionError;
@@ -17,7 +17,7 @@ pub fn graph_for(
     match Family::for_model_type(&config.model_type)? {
         Family::LlamaStyle => Some(crate::curated::llama::llama_graph(config, has)),
         Family::BertStyle => Some(crate::curated::bert::bert_graph(config, has)),
-        Family::WhisperStyle => Some(super::whisper::whisper_graph(config, has)),
+        Family::WhisperStyle => Some(crate::curated::whisper::whisper_graph(config, has)),
     }
 }
 

@@ -7,7 +7,7 @@
 //! cross-attention, asked of the executor by name.
 
 use crate::backend::{ExecContext, Tensor};
-use crate::curated::whisper::decode::{DecodeCache, WhisperForward};
+use crate::curated::whisper::decode::{rows_per_sequence, DecodeCache, WhisperForward};
 use crate::curated::whisper::words::AlignCapture;
 use crate::error::ExecutionError;
 use crate::graph::{whisper as wg, GraphModel, GraphSession};
@@ -77,21 +77,9 @@ impl WhisperForward for GraphForward {
         want: &[usize],
         ctx: &mut ExecContext,
     ) -> Result<Vec<Vec<f32>>, ExecutionError> {
-        let (n, groups) = (tokens.len(), caches.len());
-        if groups == 0 || n % groups != 0 {
-            return Err(ExecutionError::ShapeMismatch {
-                op: "whisper decoder tokens per sequence".into(),
-                expected: vec![groups, n / groups.max(1)],
-                got: vec![n],
-            });
-        }
-        let s = n / groups;
-        if let Some(over) = caches.iter().find(|k| k.position() + s > self.n_text_ctx) {
-            return Err(ExecutionError::ContextOverflow {
-                max: self.n_text_ctx,
-                requested: over.position() + s,
-            });
-        }
+        let n = tokens.len();
+        let pos: Vec<usize> = caches.iter().map(GraphSession::position).collect();
+        let s = rows_per_sequence(n, &pos, self.n_text_ctx)?;
         let mut rows = Vec::with_capacity(n);
         for (cache, part) in caches.iter_mut().zip(tokens.chunks(s.max(1))) {
             rows.extend(with_ctx(cache, ctx, |c| wg::decode_step(c, enc, part))?);
@@ -167,7 +155,7 @@ impl WhisperForward for GraphForward {
                     got: q.shape().to_vec(),
                 });
             }
-            capture.take_on(*layer, q, k, d)?;
+            capture.take(*layer, q, k, d)?;
         }
         let logits = d.primary().try_download_f32(&out[0])?;
         let v = out[0].shape().last().copied().unwrap_or(1).max(1);

@@ -148,7 +148,8 @@ pub(crate) fn forward<S: Sink>(
         s.section(format_args!("layer {i} mlp"));
         let f = s.linear(
             &h,
-            l.inter.pair(),
+            &l.inter.w,
+            Some(&l.inter.b),
             Some(act.clone()),
             Label::layer(i, "mlp"),
         )?;

@@ -14,13 +14,8 @@ use crate::loader::Config;
 /// optional token-type table is in the file.
 pub fn bert_graph(config: &Config, has: &dyn Fn(&str) -> bool) -> Result<GraphDoc, ExecutionError> {
     let c = BertConfig::from_config(config)?;
-    let weights = forward::bind(
-        &c,
-        &GraphWeights {
-            has,
-            family: "BertStyle",
-        },
-    )?;
+    let family = "BertStyle";
+    let weights = forward::bind(&c, &GraphWeights { has, family })?;
     let mut sink = RecordingSink::new(Vec::new());
     let inputs = forward::EncoderInputs {
         tokens: record::TOKENS.to_string(),

@@ -156,7 +156,7 @@ pub(crate) fn forward<S: Sink>(
             kv_heads: nkv,
             head_dim: hd,
         };
-        let o = s.cached_attention([q, k, v], rope, attn)?;
+        let o = s.cached_attention([q, k, v], Some(rope), attn)?;
         let o = s.rows_of(o, &[nh * hd], Label::layer(i, "attn"))?;
         let mut o = s.op(Op::Matmul, &[&o, &l.o], Label::layer(i, "attn_out"))?;
         s.section(format_args!("layer {i} mlp"));

@@ -37,13 +37,8 @@ pub fn llama_graph(
         freqs(&c.inv_freq_global, c.rot_dim, global_base),
         freqs(&c.inv_freq_local, c.rot_dim, local_base),
     ];
-    let weights = forward::bind(
-        &c,
-        &GraphWeights {
-            has,
-            family: "LlamaStyle",
-        },
-    )?;
+    let family = "LlamaStyle";
+    let weights = forward::bind(&c, &GraphWeights { has, family })?;
     let mut sink = RecordingSink::new(ropes);
     let tokens = record::TOKENS.to_string();
     let logits = forward::forward(&c, &weights, &mut sink, tokens, LogitRows::Last)?;

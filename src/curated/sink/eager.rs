@@ -17,12 +17,23 @@ pub(crate) struct KvRows<'a> {
     pub pos: usize,
 }
 
+/// The KV caches of several sequences decoded together (the beams of a
+/// search): per sequence, K and V `[max_ctx, H, d]` per layer (replaced by
+/// what `KvAppend` returns) and the position of its first new token.
+pub(crate) struct SequenceCaches<'a> {
+    /// Per sequence, the `(K, V)` of each layer.
+    pub layers: Vec<&'a mut [(Tensor, Tensor)]>,
+    /// Per sequence, the position its rows are fed at.
+    pub pos: Vec<usize>,
+}
+
 /// Dispatches each op at once on `dispatcher` (one forward of `seq` tokens).
 pub(crate) struct EagerSink<'a> {
     dispatcher: &'a Dispatcher,
     ctx: &'a mut ExecContext,
     seq: usize,
     cache: Option<KvRows<'a>>,
+    sequences: Option<SequenceCaches<'a>>,
     /// Rotation tables `(cos, sin)`, indexed by [`RopeSpec::table`].
     ropes: &'a [(Tensor, Tensor)],
     /// A padded batch's real tokens per sequence (the encoder's).
@@ -44,9 +55,17 @@ impl<'a> EagerSink<'a> {
             ctx,
             seq,
             cache,
+            sequences: None,
             ropes,
             lengths: &[],
         }
+    }
+
+    /// The sink of a decoder forward over several sequences' caches, the
+    /// forward's rows split evenly between them in order.
+    pub(crate) fn with_sequences(mut self, caches: SequenceCaches<'a>) -> EagerSink<'a> {
+        self.sequences = Some(caches);
+        self
     }
 
     /// The sink of an encoder forward over a batch padded to its longest
@@ -87,6 +106,126 @@ fn rows_of(x: &Tensor, dims: &[usize]) -> Result<Tensor, ExecutionError> {
     shape.push(x.numel() / width);
     shape.extend_from_slice(dims);
     x.reshaped(&shape)
+}
+
+/// The values of `t` on the host (read in place, else downloaded).
+pub(crate) fn host(t: &Tensor, d: &Dispatcher) -> Result<Vec<f32>, ExecutionError> {
+    match t.read_f32("download") {
+        Ok(v) => Ok(v.to_vec()),
+        Err(_) => d.primary().try_download_f32(t),
+    }
+}
+
+/// im2col for a kernel-3, padding-1 convolution: row `t` holds, for each input
+/// channel `ch`, the inputs at `stride * t - 1 + k` for `k` in 0..3 (zeros outside),
+/// laid out `[ch * 3 + k]` to match the `[Cout, Cin, 3]` weight.
+fn im2col(
+    out_len: usize,
+    channels: usize,
+    stride: usize,
+    at: impl Fn(usize, usize) -> f32 + Sync,
+) -> Vec<f32> {
+    use rayon::prelude::*;
+    let in_len = out_len * stride;
+    let mut cols = vec![0.0f32; out_len * channels * 3];
+    cols.par_chunks_mut(channels * 3)
+        .enumerate()
+        .for_each(|(t, row)| {
+            for ch in 0..channels {
+                for k in 0..3 {
+                    let src = (stride * t + k) as isize - 1;
+                    if src >= 0 && (src as usize) < in_len {
+                        row[ch * 3 + k] = at(ch, src as usize);
+                    }
+                }
+            }
+        });
+    cols
+}
+
+impl EagerSink<'_> {
+    /// Self-attention of one sequence over its cache: appends the `k`, `v`
+    /// rows at its position and attends `q` to the cache (causal).
+    fn sequence_attention(
+        &mut self,
+        seq: usize,
+        layer: usize,
+        [q, k, v]: [Tensor; 3],
+    ) -> Result<Tensor, ExecutionError> {
+        let no_cache = || ExecutionError::InvalidConfig {
+            field: "kv cache".into(),
+            reason: format!("layer {layer} of sequence {seq} has no cache"),
+        };
+        let caches = self.sequences.as_mut().ok_or_else(no_cache)?;
+        let pos = *caches.pos.get(seq).ok_or_else(no_cache)?;
+        let slot = caches
+            .layers
+            .get_mut(seq)
+            .and_then(|l| l.get_mut(layer))
+            .ok_or_else(no_cache)?;
+        let s = q.shape()[0];
+        let (kc, vc) = slot.clone();
+        let append = Op::KvAppend { pos };
+        let mut kv = self.dispatcher.run(&append, &[kc, vc, k, v], self.ctx)?;
+        let (Some(vc), Some(kc)) = (kv.pop(), kv.pop()) else {
+            return Err(Self::missing(&append, 2));
+        };
+        *slot = (kc.clone(), vc.clone());
+        let sdpa = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: pos,
+            kv_len: Some(pos + s),
+        };
+        self.run1(&sdpa, &[q, kc, vc])
+    }
+
+    /// Rotates q and k with the table of `rope` at `pos` and appends k and v to
+    /// the cache `(kc, vc)`; returns the rotated q.
+    fn rope_and_append(
+        &mut self,
+        rope: RopeSpec,
+        pos: usize,
+        [q, k, v]: [Tensor; 3],
+        [kc, vc]: [&Tensor; 2],
+    ) -> Result<Tensor, ExecutionError> {
+        let Some((cos, sin)) = self.ropes.get(rope.table) else {
+            return Err(ExecutionError::InvalidConfig {
+                field: "rope".into(),
+                reason: format!("rotation table {} is not bound", rope.table),
+            });
+        };
+        let fused = Op::FusedRopeAppend {
+            style: rope.style,
+            rot_dim: rope.rot_dim,
+            pos,
+        };
+        let args = [q, k, v, cos.clone(), sin.clone(), kc.clone(), vc.clone()];
+        rope_and_append(self.dispatcher, &fused, &args, self.ctx)
+    }
+
+    /// [`Sink::cached_attention`] over the sequences' caches (no rotation).
+    fn sequences_attention(
+        &mut self,
+        [q, k, v]: [Tensor; 3],
+        layer: usize,
+    ) -> Result<Tensor, ExecutionError> {
+        let groups = self.sequences.as_ref().map_or(0, |c| c.pos.len());
+        if groups <= 1 {
+            return self.sequence_attention(0, layer, [q, k, v]);
+        }
+        let split = Op::Split {
+            axis: 0,
+            sizes: vec![self.seq / groups; groups],
+        };
+        let qs = self.dispatcher.run(&split, &[q], self.ctx)?;
+        let ks = self.dispatcher.run(&split, &[k], self.ctx)?;
+        let vs = self.dispatcher.run(&split, &[v], self.ctx)?;
+        let parts = (qs.into_iter().zip(ks).zip(vs).enumerate())
+            .map(|(g, ((q, k), v))| self.sequence_attention(g, layer, [q, k, v]))
+            .collect::<Result<Vec<_>, ExecutionError>>()?;
+        self.run1(&Op::Concat { axis: 0 }, &parts)
+    }
 }
 
 impl Sink for EagerSink<'_> {
@@ -210,9 +349,18 @@ impl Sink for EagerSink<'_> {
     fn cached_attention(
         &mut self,
         [q, k, v]: [Tensor; 3],
-        rope: RopeSpec,
+        rope: Option<RopeSpec>,
         attn: CachedAttention,
     ) -> Result<Tensor, ExecutionError> {
+        if self.sequences.is_some() {
+            if rope.is_some() {
+                return Err(ExecutionError::InvalidConfig {
+                    field: "rope".into(),
+                    reason: "rotation over several sequences' caches is not supported".into(),
+                });
+            }
+            return self.sequences_attention([q, k, v], attn.layer);
+        }
         let no_cache = || ExecutionError::InvalidConfig {
             field: "kv cache".into(),
             reason: format!(
@@ -225,19 +373,15 @@ impl Sink for EagerSink<'_> {
             return Err(no_cache());
         };
         let (kc, vc, pos) = (kc.clone(), vc.clone(), cache.pos);
-        let Some((cos, sin)) = self.ropes.get(rope.table) else {
-            return Err(ExecutionError::InvalidConfig {
-                field: "rope".into(),
-                reason: format!("rotation table {} is not bound", rope.table),
-            });
+        let q = match rope {
+            Some(rope) => self.rope_and_append(rope, pos, [q, k, v], [&kc, &vc])?,
+            None => {
+                let append = [kc.clone(), vc.clone(), k, v];
+                self.dispatcher
+                    .run(&Op::KvAppend { pos }, &append, self.ctx)?;
+                q
+            }
         };
-        let fused = Op::FusedRopeAppend {
-            style: rope.style,
-            rot_dim: rope.rot_dim,
-            pos,
-        };
-        let args = [q, k, v, cos.clone(), sin.clone(), kc.clone(), vc.clone()];
-        let q = rope_and_append(self.dispatcher, &fused, &args, self.ctx)?;
         let sdpa = Op::Sdpa {
             scale: attn.scale,
             mask: match attn.window {
@@ -250,6 +394,19 @@ impl Sink for EagerSink<'_> {
         self.run1(&sdpa, &[q, kc, vc])
     }
 
+    fn attention(
+        &mut self,
+        [q, k, v]: [&Tensor; 3],
+        _label: Label,
+    ) -> Result<Tensor, ExecutionError> {
+        let sdpa = Op::Sdpa {
+            scale: None,
+            mask: Mask::None,
+            q_pos: 0,
+            kv_len: None,
+        };
+        self.run1(&sdpa, &[q.clone(), k.clone(), v.clone()])
+    }
     fn gated_mlp(
         &mut self,
         x: &Tensor,
@@ -269,19 +426,24 @@ impl Sink for EagerSink<'_> {
     fn linear(
         &mut self,
         x: &Tensor,
-        [w, b]: [&Tensor; 2],
+        w: &Tensor,
+        b: Option<&Tensor>,
         act: Option<Op>,
         _label: Label,
     ) -> Result<Tensor, ExecutionError> {
-        let args = [x.clone(), w.clone(), b.clone()];
-        let fused = Op::MatmulBias {
-            act: act.clone().map(Box::new),
-        };
-        if self.dispatcher.primary_supports(&fused, &args) {
-            return self.run1(&fused, &args);
+        if let Some(b) = b {
+            let args = [x.clone(), w.clone(), b.clone()];
+            let fused = Op::MatmulBias {
+                act: act.clone().map(Box::new),
+            };
+            if self.dispatcher.primary_supports(&fused, &args) {
+                return self.run1(&fused, &args);
+            }
         }
-        let y = self.run1(&Op::Matmul, &[x.clone(), w.clone()])?;
-        let y = self.run1(&Op::Add, &[y, b.clone()])?;
+        let mut y = self.run1(&Op::Matmul, &[x.clone(), w.clone()])?;
+        if let Some(b) = b {
+            y = self.run1(&Op::Add, &[y, b.clone()])?;
+        }
         match act {
             Some(a) => self.run1(&a, &[y]),
             None => Ok(y),
@@ -309,7 +471,7 @@ impl Sink for EagerSink<'_> {
         if self.dispatcher.primary_supports(&fused, &args) {
             return self.run1(&fused, &args);
         }
-        let y = self.linear(x, lin, None, label)?;
+        let y = self.linear(x, lin[0], Some(lin[1]), None, label)?;
         let s = self.run1(&Op::Add, &[h, y])?;
         self.run1(
             &Op::LayerNorm { eps },
@@ -325,14 +487,87 @@ impl Sink for EagerSink<'_> {
         head_dim: usize,
         layer: usize,
     ) -> Result<Tensor, ExecutionError> {
-        let q = self.linear(x, lin[0], None, Label::layer(layer, "query"))?;
-        let k = self.linear(x, lin[1], None, Label::layer(layer, "key"))?;
-        let v = self.linear(x, lin[2], None, Label::layer(layer, "value"))?;
+        let [q, k, v] = [(lin[0], "query"), (lin[1], "key"), (lin[2], "value")]
+            .map(|([w, b], part)| self.linear(x, w, Some(b), None, Label::layer(layer, part)));
+        let (q, k, v) = (q?, k?, v?);
         padded_attention(self, [q, k, v], heads, head_dim)
     }
 
     fn position_table(&mut self, table: &Tensor, _offset: usize) -> Result<Tensor, ExecutionError> {
         Ok(table.clone())
+    }
+
+    fn named_rows_of(
+        &mut self,
+        x: Tensor,
+        dims: &[usize],
+        _name: &str,
+    ) -> Result<Tensor, ExecutionError> {
+        rows_of(&x, dims)
+    }
+
+    fn gather_rows(&mut self, x: &Tensor, rows: &[usize]) -> Result<Tensor, ExecutionError> {
+        let (n, d) = (x.shape()[0], x.numel() / x.shape()[0].max(1));
+        let xs = host(x, self.dispatcher)?;
+        let mut out = Vec::with_capacity(rows.len() * d);
+        for &r in rows {
+            let row = xs
+                .get(r * d..(r + 1) * d)
+                .ok_or(ExecutionError::IndexOutOfRange {
+                    op: "gather rows".into(),
+                    index: r as i64,
+                    len: n,
+                })?;
+            out.extend_from_slice(row);
+        }
+        Tensor::from_f32(&[rows.len(), d], out)
+    }
+
+    /// Each convolution as im2col rows on the host times the kernel matrix
+    /// (`MatmulBias` with the `Gelu`), which equals `Conv1d` of ops.md.
+    fn audio_conv_stem(
+        &mut self,
+        mel: &Tensor,
+        [conv1, conv2]: [[&Tensor; 2]; 2],
+    ) -> Result<Tensor, ExecutionError> {
+        let (n_mels, frames) = match mel.shape() {
+            &[c, t] => (c, t),
+            other => {
+                return Err(ExecutionError::ShapeMismatch {
+                    op: "audio conv stem input [n_mels, frames]".into(),
+                    expected: vec![0, 0],
+                    got: other.to_vec(),
+                })
+            }
+        };
+        let d = conv1[0].shape()[0];
+        let mel = host(mel, self.dispatcher)?;
+        let cols = im2col(frames, n_mels, 1, |ch, t| mel[ch * frames + t]);
+        let x = Tensor::from_f32(&[frames, n_mels * 3], cols)?;
+        let gelu = Some(Op::Gelu);
+        let x = self.linear(
+            &x,
+            conv1[0],
+            Some(conv1[1]),
+            gelu.clone(),
+            Label::top("conv1"),
+        )?;
+        let xv = host(&x, self.dispatcher)?;
+        let out_len = frames / 2;
+        let cols = im2col(
+            out_len,
+            d,
+            2,
+            |ch, t| {
+                if t < frames {
+                    xv[t * d + ch]
+                } else {
+                    0.0
+                }
+            },
+        );
+        let x = Tensor::from_f32(&[out_len, d * 3], cols)?;
+        self.linear(&x, conv2[0], Some(conv2[1]), gelu, Label::top("conv2"))
     }
 
     fn reuse_buffers(&mut self) {
@@ -460,4 +695,17 @@ fn padded_attention(
         dispatcher.run1(&Op::Concat { axis: 0 }, &outs, ctx)?
     };
     attn.reshaped(&[rows, heads * hd])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::im2col;
+
+    #[test]
+    fn im2col_is_a_padded_conv_window() {
+        // 1 channel, input [1, 2, 3, 4], stride 2 -> rows for t = 0, 1.
+        let x = [1.0f32, 2.0, 3.0, 4.0];
+        let c = im2col(2, 1, 2, |_, t| x[t]);
+        assert_eq!(c, vec![0.0, 1.0, 2.0, 2.0, 3.0, 4.0]);
+    }
 }

@@ -119,6 +119,9 @@ pub(crate) trait WeightSource {
     fn get(&self, name: &str, decode: bool) -> Result<Option<Self::V>, ExecutionError>;
     /// Like [`get`](Self::get), but a missing tensor is `MissingTensor`.
     fn need(&self, name: &str, decode: bool) -> Result<Self::V, ExecutionError>;
+    /// Tensor `name` as stored, viewed as the matrix `[shape[0], rest]` where
+    /// the sink multiplies it as one (a convolution kernel against im2col rows).
+    fn need_matrix(&self, name: &str) -> Result<Self::V, ExecutionError>;
 }
 
 impl WeightSource for WeightBinder {
@@ -128,6 +131,9 @@ impl WeightSource for WeightBinder {
     }
     fn need(&self, name: &str, decode: bool) -> Result<Tensor, ExecutionError> {
         WeightBinder::need(self, name, decode)
+    }
+    fn need_matrix(&self, name: &str) -> Result<Tensor, ExecutionError> {
+        WeightBinder::need_matrix(self, name)
     }
 }
 
@@ -151,6 +157,9 @@ impl WeightSource for GraphWeights<'_> {
                 name: name.to_string(),
                 required_by: self.family.into(),
             })
+    }
+    fn need_matrix(&self, name: &str) -> Result<String, ExecutionError> {
+        self.need(name, false)
     }
 }
 
@@ -208,14 +217,20 @@ pub(crate) trait Sink {
         p: QkvProjections<'_, Self::V>,
     ) -> Result<[Self::V; 3], ExecutionError>;
 
-    /// Rotates q and k (`rope`), appends k and v to the layer's KV cache and
-    /// returns the attention of q over the cache `[-1, heads, head_dim]`.
+    /// Rotates q and k (`rope`, where given), appends k and v to the layer's KV
+    /// cache and returns the attention of q over the cache `[-1, heads, head_dim]`.
+    /// On several sequences' caches (the eager sink of a beam search) the rows
+    /// are split evenly between them, each attending over its own cache.
     fn cached_attention(
         &mut self,
         qkv: [Self::V; 3],
-        rope: RopeSpec,
+        rope: Option<RopeSpec>,
         attn: CachedAttention,
     ) -> Result<Self::V, ExecutionError>;
+
+    /// Attention without a mask, `softmax(q k^T / sqrt(head_dim)) v` per head,
+    /// of q `[Sq, H, dh]` over k, v `[Skv, H, dh]`.
+    fn attention(&mut self, qkv: [&Self::V; 3], label: Label) -> Result<Self::V, ExecutionError>;
 
     /// The gated MLP's hidden `act(x gate^T) * (x up^T)` with `gate_up =
     /// (gate, up)` (`act`: `Silu`, `Gelu` or `GeluTanh`).
@@ -227,11 +242,13 @@ pub(crate) trait Sink {
         layer: usize,
     ) -> Result<Self::V, ExecutionError>;
 
-    /// `act(x W^T + b)` with `lin = (W, b)` (`act` an element-wise op, or none).
+    /// `act(x W^T + b)`, the bias `b` and the activation `act` (an element-wise
+    /// op) where given.
     fn linear(
         &mut self,
         x: &Self::V,
-        lin: [&Self::V; 2],
+        w: &Self::V,
+        b: Option<&Self::V>,
         act: Option<Op>,
         label: Label,
     ) -> Result<Self::V, ExecutionError>;
@@ -267,6 +284,29 @@ pub(crate) trait Sink {
     /// `offset` on.
     fn position_table(&mut self, table: &Self::V, offset: usize)
         -> Result<Self::V, ExecutionError>;
+
+    /// `x` viewed as `[-1, dims...]`, as the graph value (output or input of a
+    /// later run) `name`.
+    fn named_rows_of(
+        &mut self,
+        x: Self::V,
+        dims: &[usize],
+        name: &str,
+    ) -> Result<Self::V, ExecutionError>;
+
+    /// The rows `rows` of `x` `[S, d]`, in that order (a recorded graph keeps
+    /// every row: its caller picks them from the output).
+    fn gather_rows(&mut self, x: &Self::V, rows: &[usize]) -> Result<Self::V, ExecutionError>;
+
+    /// The audio stem of an encoder, rows `[T/2, C]` of
+    /// `Gelu(Conv1d(Gelu(Conv1d(mel; W1, b1, k3 s1 p1)); W2, b2, k3 s2 p1))`
+    /// transposed, for `mel` `[n_mels, T]` and `convs[j] = (W, b)`, each `W`
+    /// a `[C, Cin, 3]` kernel bound with [`WeightSource::need_matrix`].
+    fn audio_conv_stem(
+        &mut self,
+        mel: &Self::V,
+        convs: [[&Self::V; 2]; 2],
+    ) -> Result<Self::V, ExecutionError>;
 
     /// Starts a new allocator frame for a layer whose shapes repeat the last
     /// one's (values from before stay valid).

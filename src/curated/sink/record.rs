@@ -10,7 +10,7 @@ use crate::ir::{GraphDoc, GraphOp, InputDecl, MaskKind, NodeDecl, StateDecl};
 use std::fmt;
 
 /// Appends nodes with unique output names.
-pub(crate) struct Builder {
+struct Builder {
     /// The nodes so far.
     pub nodes: Vec<NodeDecl>,
     fresh: usize,
@@ -43,15 +43,6 @@ impl Builder {
         let out = format!("{name}#{}", self.fresh);
         self.node(op, inputs, &[&out]);
         out
-    }
-
-    /// LayerNorm with the gain and bias of `prefix`.
-    pub fn layer_norm(&mut self, x: &str, prefix: &str, eps: f32, name: &str) -> String {
-        self.op1(
-            GraphOp::Fixed(Op::LayerNorm { eps }),
-            &[x, &format!("{prefix}.weight"), &format!("{prefix}.bias")],
-            name,
-        )
     }
 }
 
@@ -108,7 +99,8 @@ impl RecordingSink {
         self.finish(inputs, vec![output])
     }
 
-    fn finish(self, inputs: Vec<InputDecl>, outputs: Vec<String>) -> GraphDoc {
+    /// The graph recorded, with these inputs and outputs.
+    pub(crate) fn finish(self, inputs: Vec<InputDecl>, outputs: Vec<String>) -> GraphDoc {
         GraphDoc {
             version: 1,
             inputs,
@@ -220,25 +212,28 @@ impl Sink for RecordingSink {
     fn cached_attention(
         &mut self,
         [q, k, v]: [String; 3],
-        rope: RopeSpec,
+        rope: Option<RopeSpec>,
         attn: CachedAttention,
     ) -> Result<String, ExecutionError> {
         let i = attn.layer;
-        let freqs =
-            self.ropes
-                .get(rope.table)
-                .cloned()
-                .ok_or_else(|| ExecutionError::InvalidConfig {
-                    field: "rope".into(),
-                    reason: format!("rotation table {} is not declared", rope.table),
+        let (q, k) = match rope {
+            Some(rope) => {
+                let freqs = self.ropes.get(rope.table).cloned().ok_or_else(|| {
+                    ExecutionError::InvalidConfig {
+                        field: "rope".into(),
+                        reason: format!("rotation table {} is not declared", rope.table),
+                    }
                 })?;
-        let rot = GraphOp::Rope {
-            style: rope.style,
-            rot_dim: Some(rope.rot_dim),
-            freqs,
+                let rot = GraphOp::Rope {
+                    style: rope.style,
+                    rot_dim: Some(rope.rot_dim),
+                    freqs,
+                };
+                let q = self.op1(rot.clone(), &[&q, POS], Label::layer(i, "q"));
+                (q, self.op1(rot, &[&k, POS], Label::layer(i, "k")))
+            }
+            None => (q, k),
         };
-        let q = self.op1(rot.clone(), &[&q, POS], Label::layer(i, "q"));
-        let k = self.op1(rot, &[&k, POS], Label::layer(i, "k"));
         let st = format!("kv.{i}");
         self.state.push(StateDecl {
             name: st.clone(),
@@ -257,6 +252,18 @@ impl Sink for RecordingSink {
             },
         };
         Ok(self.op1(sdpa, &[&q, &ka, &va], Label::layer(i, "attn")))
+    }
+
+    fn attention(
+        &mut self,
+        [q, k, v]: [&String; 3],
+        label: Label,
+    ) -> Result<String, ExecutionError> {
+        let sdpa = GraphOp::Sdpa {
+            scale: None,
+            mask: MaskKind::None,
+        };
+        Ok(self.op1(sdpa, &[q, k, v], label))
     }
 
     fn gated_mlp(
@@ -287,12 +294,15 @@ impl Sink for RecordingSink {
     fn linear(
         &mut self,
         x: &String,
-        [w, b]: [&String; 2],
+        w: &String,
+        b: Option<&String>,
         act: Option<Op>,
         label: Label,
     ) -> Result<String, ExecutionError> {
-        let y = self.op1(GraphOp::Fixed(Op::Matmul), &[x, w], label);
-        let y = self.op1(GraphOp::Fixed(Op::Add), &[&y, b], label);
+        let mut y = self.op1(GraphOp::Fixed(Op::Matmul), &[x, w], label);
+        if let Some(b) = b {
+            y = self.op1(GraphOp::Fixed(Op::Add), &[&y, b], label);
+        }
         Ok(match act {
             Some(a) => self.op1(GraphOp::Fixed(a), &[&y], label),
             None => y,
@@ -308,7 +318,7 @@ impl Sink for RecordingSink {
         eps: f32,
         label: Label,
     ) -> Result<String, ExecutionError> {
-        let y = self.linear(x, lin, None, label)?;
+        let y = self.linear(x, lin[0], Some(lin[1]), None, label)?;
         let s = self.op1(GraphOp::Fixed(Op::Add), &[&h, &y], Label::top("h"));
         let ln = GraphOp::Fixed(Op::LayerNorm { eps });
         Ok(self.op1(ln, &[&s, norm[0], norm[1]], Label::top("h")))
@@ -326,7 +336,7 @@ impl Sink for RecordingSink {
         let mut qkv: [String; 3] = Default::default();
         for j in 0..3 {
             let label = Label::layer(layer, parts[j]);
-            let y = self.linear(x, lin[j], None, label)?;
+            let y = self.linear(x, lin[j][0], Some(lin[j][1]), None, label)?;
             qkv[j] = self.op1(GraphOp::Reshape(dims(&[heads, head_dim])), &[&y], label);
         }
         let sdpa = GraphOp::Sdpa {
@@ -348,6 +358,47 @@ impl Sink for RecordingSink {
             end: None,
         };
         Ok(self.op1(rows, &[table], Label::top("position_table")))
+    }
+
+    fn named_rows_of(
+        &mut self,
+        x: String,
+        rows: &[usize],
+        name: &str,
+    ) -> Result<String, ExecutionError> {
+        self.b.node(GraphOp::Reshape(dims(rows)), &[&x], &[name]);
+        Ok(name.to_string())
+    }
+
+    fn gather_rows(&mut self, _x: &String, rows: &[usize]) -> Result<String, ExecutionError> {
+        Err(ExecutionError::InvalidConfig {
+            field: "logit rows".into(),
+            reason: format!(
+                "a recorded graph returns the logits of every row, not {} chosen ones",
+                rows.len()
+            ),
+        })
+    }
+
+    fn audio_conv_stem(
+        &mut self,
+        mel: &String,
+        convs: [[&String; 2]; 2],
+    ) -> Result<String, ExecutionError> {
+        let mut x = mel.clone();
+        for (stride, ([w, b], name)) in [1, 2]
+            .into_iter()
+            .zip(convs.into_iter().zip(["conv1", "conv2"]))
+        {
+            let conv = GraphOp::Fixed(Op::Conv1d { stride, padding: 1 });
+            x = self.op1(conv, &[&x, w, b], Label::top(name));
+            x = self.op1(GraphOp::Fixed(Op::Gelu), &[&x], Label::top(name));
+        }
+        Ok(self.op1(
+            GraphOp::Fixed(Op::Permute(vec![1, 0])),
+            &[&x],
+            Label::top("conv2"),
+        ))
     }
 
     fn reuse_buffers(&mut self) {}

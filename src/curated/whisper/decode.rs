@@ -170,6 +170,31 @@ pub(crate) trait WhisperForward {
     ) -> Result<Vec<Vec<f32>>, ExecutionError>;
 }
 
+/// The rows each of the decoding sequences at `positions` is fed in one step of
+/// `n` tokens (split evenly), checked against the decoder's `n_text_ctx`.
+pub(crate) fn rows_per_sequence(
+    n: usize,
+    positions: &[usize],
+    n_text_ctx: usize,
+) -> Result<usize, ExecutionError> {
+    let groups = positions.len();
+    if groups == 0 || !n.is_multiple_of(groups) {
+        return Err(ExecutionError::ShapeMismatch {
+            op: "whisper decoder tokens per sequence".into(),
+            expected: vec![groups, n / groups.max(1)],
+            got: vec![n],
+        });
+    }
+    let s = n / groups;
+    match positions.iter().find(|&&p| p + s > n_text_ctx) {
+        Some(&p) => Err(ExecutionError::ContextOverflow {
+            max: n_text_ctx,
+            requested: p + s,
+        }),
+        None => Ok(s),
+    }
+}
+
 /// The curated forward.
 impl WhisperForward for Whisper {
     type Encoded = EncoderOutput;

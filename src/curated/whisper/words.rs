@@ -59,20 +59,9 @@ pub(crate) struct AlignCapture {
 
 impl AlignCapture {
     /// Adds the scores `q·k / sqrt(dh)` of layer `layer`'s alignment heads, given its
-    /// cross-attention queries `q` `[rows, H, dh]` and keys `k` `[n_audio_ctx, H, dh]`.
-    pub(super) fn take(
-        &mut self,
-        layer: usize,
-        q: &Tensor,
-        k: &Tensor,
-        whisper: &Whisper,
-    ) -> Result<(), ExecutionError> {
-        self.take_on(layer, q, k, whisper.dispatcher())
-    }
-
-    /// [`AlignCapture::take`] with `q` and `k` read back through `d` (the
-    /// backends that computed them).
-    pub(crate) fn take_on(
+    /// cross-attention queries `q` `[rows, H, dh]` and keys `k` `[n_audio_ctx, H, dh]`,
+    /// read back through `d` (the backends that computed them).
+    pub(crate) fn take(
         &mut self,
         layer: usize,
         q: &Tensor,
