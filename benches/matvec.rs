@@ -24,22 +24,6 @@ use std::time::{Duration, Instant};
 /// (n, k): output rows, values per row.
 const SHAPES: [(usize, usize); 4] = [(576, 1536), (896, 4864), (4096, 4096), (4096, 14336)];
 
-const DTYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q2K,
-    DType::Q3K,
-    DType::Q4K,
-    DType::Q5K,
-    DType::Q6K,
-];
-
 fn threads() -> usize {
     std::env::var("CYB_BENCH_THREADS")
         .ok()
@@ -50,19 +34,7 @@ fn threads() -> usize {
 fn dtypes() -> Vec<DType> {
     match std::env::var("CYB_BENCH_DTYPES") {
         Ok(list) => list.split(',').filter_map(DType::from_name).collect(),
-        Err(_) => DTYPES.to_vec(),
-    }
-}
-
-/// Byte offsets of the f16 scale fields in one block.
-fn scale_offsets(dtype: DType) -> &'static [usize] {
-    match dtype {
-        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
-        DType::Q2K => &[80, 82],
-        DType::Q3K => &[108],
-        DType::Q6K => &[208],
-        _ => &[],
+        Err(_) => DType::MATMUL_WEIGHTS.to_vec(),
     }
 }
 
@@ -85,7 +57,7 @@ fn weights(dtype: DType, n: usize, k: usize) -> Vec<u8> {
         }),
         _ => {
             for b in w.chunks_exact_mut(bb) {
-                for &o in scale_offsets(dtype) {
+                for &o in dtype.f16_scale_offsets() {
                     b[o..o + 2]
                         .copy_from_slice(&half::f16::from_f32(small(&mut rng)).to_le_bytes());
                 }

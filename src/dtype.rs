@@ -30,8 +30,9 @@ pub enum DType {
 }
 
 impl DType {
-    /// Every encoding, in the order of the format table.
-    pub const ALL: [DType; 17] = [
+    /// The weight encodings a matmul takes: the float encodings and the block
+    /// quantizations (legacy and k-quants), in the order of the format table.
+    pub const MATMUL_WEIGHTS: [DType; 13] = [
         DType::F32,
         DType::F16,
         DType::BF16,
@@ -45,11 +46,24 @@ impl DType {
         DType::Q4K,
         DType::Q5K,
         DType::Q6K,
-        DType::Ternary,
-        DType::I32,
-        DType::I8,
-        DType::U8,
     ];
+
+    /// Every encoding, in the order of the format table: [`Self::MATMUL_WEIGHTS`],
+    /// then ternary and the integer encodings.
+    pub const ALL: [DType; 17] = {
+        let rest = [DType::Ternary, DType::I32, DType::I8, DType::U8];
+        let mut all = [DType::F32; 17];
+        let mut i = 0;
+        while i < all.len() {
+            all[i] = if i < 13 {
+                Self::MATMUL_WEIGHTS[i]
+            } else {
+                rest[i - 13]
+            };
+            i += 1;
+        }
+        all
+    };
 
     /// The encodings of run-time graph values that are not in the format table's
     /// weight encodings (graph inputs, node outputs, constants of the graph path).
@@ -127,6 +141,19 @@ impl DType {
             DType::Q4K => 144,
             DType::Q5K => 176,
             DType::Q6K => 210,
+        }
+    }
+
+    /// Byte offsets of the f16 scale fields (`d`, and `m` / `dmin` where there
+    /// is one) in one block (quant.md layouts); none for the other encodings.
+    pub fn f16_scale_offsets(self) -> &'static [usize] {
+        match self {
+            DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
+            DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
+            DType::Q2K => &[80, 82],
+            DType::Q3K => &[108],
+            DType::Q6K => &[208],
+            _ => &[],
         }
     }
 

@@ -101,18 +101,9 @@ fn matmul_every_quantized_encoding() {
     use cyb_llm::backend::cpu::{reference, CpuBackend};
     use cyb_llm::backend::{Backend, ExecContext};
     let mut r = rng("matmul_quant");
-    let encodings = [
-        DType::Q8_0,
-        DType::Q4_0,
-        DType::Q4_1,
-        DType::Q5_0,
-        DType::Q5_1,
-        DType::Q2K,
-        DType::Q3K,
-        DType::Q4K,
-        DType::Q5K,
-        DType::Q6K,
-    ];
+    let encodings = DType::MATMUL_WEIGHTS
+        .into_iter()
+        .filter(|d| d.is_quantized());
     let cpu = CpuBackend::new(2).unwrap();
     let mut ctx = ExecContext::new(2);
     for dtype in encodings {

@@ -58,19 +58,10 @@ fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -
     got
 }
 
-const MATMUL_DTYPES: [DType; 11] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q4K,
-    DType::Q5K,
-    DType::Q6K,
-];
+/// The matmul encodings the wgpu kernels take: all but q2_k and q3_k.
+fn matmul_dtypes() -> impl Iterator<Item = DType> {
+    (DType::MATMUL_WEIGHTS.into_iter()).filter(|d| !matches!(d, DType::Q2K | DType::Q3K))
+}
 
 fn k_for(dtype: DType) -> usize {
     match dtype.block_values() {
@@ -83,7 +74,7 @@ fn k_for(dtype: DType) -> usize {
 #[test]
 fn matmul_every_dtype_matches_reference() {
     let mut r = rng("matmul_every_dtype_matches_reference");
-    for dtype in MATMUL_DTYPES {
+    for dtype in matmul_dtypes() {
         let k = k_for(dtype);
         for m in [1, 3, 11] {
             let x = rand_tensor(&mut r, &[m, k]);
@@ -103,7 +94,7 @@ fn matmul_every_dtype_matches_reference() {
 fn matvec_and_mm_long_rows_match_reference() {
     let mut r = rng("matvec_and_mm_long_rows_match_reference");
     let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
-    for dtype in MATMUL_DTYPES {
+    for dtype in matmul_dtypes() {
         let k = match dtype.block_values() {
             1 => 8195,
             32 => 8224,
@@ -123,7 +114,7 @@ fn matvec_and_mm_long_rows_match_reference() {
 #[test]
 fn embed_every_dtype_matches_reference() {
     let mut r = rng("embed_every_dtype_matches_reference");
-    for dtype in MATMUL_DTYPES {
+    for dtype in matmul_dtypes() {
         let d = k_for(dtype);
         let table = rand_weight(&mut r, &[23, d], dtype);
         let ids: Vec<i32> = (0..5).map(|_| r.gen_range(0..23)).collect();

@@ -34,18 +34,6 @@ pub fn rand_tensor(rng: &mut ChaCha8Rng, shape: &[usize]) -> Tensor {
     Tensor::from_f32(shape, values(rng, n)).expect("shape matches")
 }
 
-/// Offsets of the f16 scale fields of one block, per encoding (quant.md layouts).
-fn scale_offsets(dtype: DType) -> &'static [usize] {
-    match dtype {
-        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
-        DType::Q2K => &[80, 82],
-        DType::Q3K => &[108],
-        DType::Q6K => &[208],
-        _ => &[],
-    }
-}
-
 /// Random encoded bytes for `shape` in `dtype`: random quants with small
 /// finite scales of either sign for block encodings, random values for f32/f16/bf16.
 pub fn rand_weight(rng: &mut ChaCha8Rng, shape: &[usize], dtype: DType) -> Tensor {
@@ -67,7 +55,7 @@ pub fn rand_weight(rng: &mut ChaCha8Rng, shape: &[usize], dtype: DType) -> Tenso
             let size = dtype.byte_size(shape).expect("whole blocks") as usize;
             let mut b: Vec<u8> = (0..size).map(|_| rng.gen()).collect();
             for block in b.chunks_mut(dtype.block_bytes()) {
-                for &off in scale_offsets(dtype) {
+                for &off in dtype.f16_scale_offsets() {
                     let magnitude = rng.gen_range(0.001f32..0.05);
                     let sign = if rng.gen_bool(0.5) { 1.0 } else { -1.0 };
                     let s = half::f16::from_f32(sign * magnitude);

@@ -15,34 +15,6 @@ use crate::quant::dequantize;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-const DTYPES: [DType; 13] = [
-    DType::F32,
-    DType::F16,
-    DType::BF16,
-    DType::Q8_0,
-    DType::Q4_0,
-    DType::Q4_1,
-    DType::Q5_0,
-    DType::Q5_1,
-    DType::Q2K,
-    DType::Q3K,
-    DType::Q4K,
-    DType::Q5K,
-    DType::Q6K,
-];
-
-/// Byte offsets of the f16 scale fields in one block.
-fn scale_offsets(dtype: DType) -> &'static [usize] {
-    match dtype {
-        DType::Q8_0 | DType::Q4_0 | DType::Q5_0 => &[0],
-        DType::Q4_1 | DType::Q5_1 | DType::Q4K | DType::Q5K => &[0, 2],
-        DType::Q2K => &[80, 82],
-        DType::Q3K => &[108],
-        DType::Q6K => &[208],
-        _ => &[],
-    }
-}
-
 fn paths() -> Vec<KernelPath> {
     let mut p = vec![KernelPath::Portable];
     if cfg!(target_arch = "x86_64") {
@@ -92,7 +64,7 @@ fn weights(rng: &mut ChaCha8Rng, dtype: DType, n: usize, k: usize) -> Vec<u8> {
         _ => {
             rng.fill(&mut w[..]);
             for b in w.chunks_exact_mut(bb) {
-                for &o in scale_offsets(dtype) {
+                for &o in dtype.f16_scale_offsets() {
                     let s = half::f16::from_f32(rng.gen_range(-1.0..1.0));
                     b[o..o + 2].copy_from_slice(&s.to_le_bytes());
                 }
@@ -191,7 +163,7 @@ fn check(rng: &mut ChaCha8Rng, dtype: DType, n: usize, k: usize, m: usize) {
 fn matvec_matches_reference_on_awkward_shapes() {
     let sizes = [1, 3, 17, 255, 4097];
     let mut rng = ChaCha8Rng::seed_from_u64(11);
-    for dtype in DTYPES {
+    for dtype in DType::MATMUL_WEIGHTS {
         for &n in &sizes {
             for &k in &sizes {
                 let k = round_up(k, dtype.block_values());
@@ -207,7 +179,7 @@ fn matvec_matches_reference_on_awkward_shapes() {
 #[test]
 fn matmul_matches_reference() {
     let mut rng = ChaCha8Rng::seed_from_u64(12);
-    for dtype in DTYPES {
+    for dtype in DType::MATMUL_WEIGHTS {
         for (n, k, m) in [(3, 17, 2), (17, 255, 17), (255, 3, 5), (33, 600, 40)] {
             check(&mut rng, dtype, n, round_up(k, dtype.block_values()), m);
         }
@@ -231,7 +203,7 @@ fn largest_shape_matches_reference() {
 #[test]
 fn the_paths_agree_with_each_other() {
     let mut rng = ChaCha8Rng::seed_from_u64(14);
-    for dtype in DTYPES {
+    for dtype in DType::MATMUL_WEIGHTS {
         let (n, k, m) = (19, round_up(700, dtype.block_values()), 3);
         let w = weights(&mut rng, dtype, n, k);
         let x: Vec<f32> = (0..m * k).map(|_| rng.gen_range(-1.0..1.0)).collect();
@@ -272,7 +244,11 @@ fn non_finite_activations_give_nan() {
 #[test]
 fn supports_exactly_the_matmul_encodings() {
     for dtype in DType::ALL {
-        assert_eq!(supports(dtype), DTYPES.contains(&dtype), "{dtype}");
+        assert_eq!(
+            supports(dtype),
+            DType::MATMUL_WEIGHTS.contains(&dtype),
+            "{dtype}"
+        );
     }
 }
 
