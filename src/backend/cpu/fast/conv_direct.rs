@@ -120,8 +120,9 @@ pub(super) fn conv2d(
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
     let mut padded = PADDED.take();
-    padded.clear();
+    // Every value is written by `pad_planes` (borders zeroed there), the tail here.
     padded.resize(plan.cg * plan.plane + TILE, 0.0);
+    padded[plan.cg * plan.plane..].fill(0.0);
     for bi in 0..n {
         for g in 0..a.groups {
             let planes = &x[(bi * cin + g * plan.cg) * h * wd..][..plan.cg * h * wd];
@@ -147,8 +148,9 @@ thread_local! {
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Copies `planes` (`[Cg, H, W]`) into the interior of the zero-padded planes, `pads`
-/// (top, left) from their corner; the borders stay zero from the buffer's fill.
+/// Writes `planes` (`[Cg, H, W]`) as the zero-padded planes, `pads` (top, left) from their
+/// corner: every value of the first `Cg` planes is written once (borders zeroed here, so
+/// the buffer need not be cleared first).
 fn pad_planes(
     plan: &Plan,
     pads: [usize; 2],
@@ -157,11 +159,18 @@ fn pad_planes(
     wd: usize,
     padded: &mut [f32],
 ) {
-    let first = pads[0] * plan.wp + pads[1];
-    for (c, src) in planes.chunks(h * wd).enumerate() {
-        let dst = &mut padded[c * plan.plane + first..];
-        for (r, line) in src.chunks(wd).enumerate() {
-            dst[r * plan.wp..][..wd].copy_from_slice(line);
+    let (top, left) = (pads[0], pads[1]);
+    for (c, dst) in padded.chunks_mut(plan.plane).take(plan.cg).enumerate() {
+        let src = &planes[c * h * wd..][..h * wd];
+        for (r, line) in dst.chunks_mut(plan.wp).enumerate() {
+            match r.checked_sub(top).filter(|&i| i < h) {
+                Some(i) => {
+                    line[..left].fill(0.0);
+                    line[left..left + wd].copy_from_slice(&src[i * wd..][..wd]);
+                    line[left + wd..].fill(0.0);
+                }
+                None => line.fill(0.0),
+            }
         }
     }
 }
@@ -235,14 +244,22 @@ pub(super) fn conv_transpose2d(
         .unwrap_or(0)
         .max(left + wd);
     let mut padded = PADDED.take();
-    padded.clear();
     padded.resize(cin * wp + TILE, 0.0);
+    padded[cin * wp..].fill(0.0);
     let mut weights = Vec::new();
+    let plan = |wo: usize, taps: usize| Plan {
+        cg: cin,
+        plane: wp,
+        wp,
+        ho: 1,
+        wo,
+        positions: wo,
+        offsets: (0..taps).collect(),
+        wide,
+    };
     for bi in 0..n {
         let planes = &x[bi * cin * wd..][..cin * wd];
-        for (c, src) in planes.chunks(wd.max(1)).enumerate() {
-            padded[c * wp + left..][..wd].copy_from_slice(src);
-        }
+        pad_planes(&plan(0, 0), [0, left], planes, 1, wd, &mut padded);
         for &(r, first, pad, taps) in &phases {
             // The phase's kernel rows `[Cout, Cin, J]`, taps reversed.
             weights.clear();
@@ -253,17 +270,7 @@ pub(super) fn conv_transpose2d(
                     }
                 }
             }
-            let wo = (t - r).div_ceil(s);
-            let plan = Plan {
-                cg: cin,
-                plane: wp,
-                wp,
-                ho: 1,
-                wo,
-                positions: wo,
-                offsets: (0..taps).collect(),
-                wide,
-            };
+            let plan = plan((t - r).div_ceil(s), taps);
             let group = Group {
                 plan: &plan,
                 padded: &padded[left - pad..],
@@ -365,7 +372,41 @@ fn run_tiles(
             let p0 = tile * TILE;
             let end = (p0 + TILE).min(plan.positions);
             let vectors = (end - p0).div_ceil(VEC);
-            block(plan, gr.padded, p0, vectors, &rows, &bias, &mut acc);
+            // One output row (a 1-D convolution) of whole vectors of a full block, stored
+            // with step 1: the sums go straight into the output rows.
+            if plan.ho == 1 && om.step == 1 && channels == OB && end - p0 == vectors * VEC {
+                let at = blk * OB * om.channel + p0 + om.first;
+                debug_assert!(at + (OB - 1) * om.channel + vectors * VEC <= dst.1);
+                // SAFETY: `OB` rows of `vectors VEC` values from `at`, `om.channel` apart,
+                // are outputs inside the buffer (positions below `Wo`, channels of the
+                // block) that belong to this task only.
+                unsafe {
+                    block(
+                        plan,
+                        gr.padded,
+                        p0,
+                        vectors,
+                        &rows,
+                        &bias,
+                        dst.0.add(at),
+                        om.channel,
+                    );
+                }
+                continue;
+            }
+            // SAFETY: `acc` holds `OB` rows of `TILE >= vectors VEC` values.
+            unsafe {
+                block(
+                    plan,
+                    gr.padded,
+                    p0,
+                    vectors,
+                    &rows,
+                    &bias,
+                    acc.as_mut_ptr(),
+                    TILE,
+                );
+            }
             // Row segments of the tile's valid positions, one copy per channel each.
             let mut p = p0;
             while p < end {
@@ -397,17 +438,22 @@ fn run_tiles(
     }
 }
 
-/// `acc[o][j] = bias[o] + sum_c sum_t w[o][c][t] padded[c][p0 + j + offset t]` for the
-/// [`OB`] channels of one block (kernel rows `rows`) and `vectors` 16-position vectors from
-/// `p0`, on AVX-512F where the plan says so, else AVX2+FMA (which [`applies`] requires).
-fn block(
+/// `out[o stride + j] = bias[o] + sum_c sum_t w[o][c][t] padded[c][p0 + j + offset t]` for
+/// the [`OB`] channels of one block (kernel rows `rows`) and `vectors` 16-position vectors
+/// from `p0`, on AVX-512F where the plan says so, else AVX2+FMA (which [`applies`] requires).
+///
+/// # Safety
+/// `out` must be valid for writes of `OB` rows of `vectors VEC` values, `stride` apart.
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
     plan: &Plan,
     padded: &[f32],
     p0: usize,
     vectors: usize,
     rows: &[*const f32; OB],
     bias: &[f32; OB],
-    acc: &mut [f32; OB * TILE],
+    out: *mut f32,
+    stride: usize,
 ) {
     let last = (plan.cg - 1) * plan.plane + p0 + plan.offsets.last().copied().unwrap_or(0);
     assert!(
@@ -415,16 +461,17 @@ fn block(
         "conv_direct: block bounds"
     );
     // SAFETY: every read of `padded` is inside it (checked above: the largest flat index
-    // read is `last + vectors VEC - 1`), and each row of `rows` holds `Cg taps` weights
-    // (made so by `run_tiles`); AVX-512F is checked here, AVX2 and FMA by the assertions
-    // of `applies` / `conv_transpose_applies` in the callers.
+    // read is `last + vectors VEC - 1`), each row of `rows` holds `Cg taps` weights (made
+    // so by `run_tiles`), and the writes are those the caller vouches for; AVX-512F is
+    // checked here, AVX2 and FMA by the assertions of `applies` / `conv_transpose_applies`
+    // in the callers.
     unsafe {
         let x = padded.as_ptr().add(p0);
         if plan.wide && crate::backend::cpu::kernels::avx512_detected() {
             match vectors {
-                1 => block_avx512::<1>(plan, x, rows, bias, acc, 0),
-                2 => block_avx512::<2>(plan, x, rows, bias, acc, 0),
-                _ => block_avx512::<3>(plan, x, rows, bias, acc, 0),
+                1 => block_avx512::<1>(plan, x, rows, bias, out, stride),
+                2 => block_avx512::<2>(plan, x, rows, bias, out, stride),
+                _ => block_avx512::<3>(plan, x, rows, bias, out, stride),
             }
         } else {
             // Quarters: four channels by half the positions (`vectors` 8-lane vectors).
@@ -432,11 +479,11 @@ fn block(
                 let (half, sub) = (q / 2 * 4, q % 2 * vectors * VEC / 2);
                 let rows: [*const f32; 4] = std::array::from_fn(|i| rows[half + i]);
                 let bias: [f32; 4] = std::array::from_fn(|i| bias[half + i]);
-                let (at, xq) = (half * TILE + sub, x.add(sub));
+                let (o, xq) = (out.add(half * stride + sub), x.add(sub));
                 match vectors {
-                    1 => block_avx2::<1>(plan, xq, &rows, &bias, acc, at),
-                    2 => block_avx2::<2>(plan, xq, &rows, &bias, acc, at),
-                    _ => block_avx2::<3>(plan, xq, &rows, &bias, acc, at),
+                    1 => block_avx2::<1>(plan, xq, &rows, &bias, o, stride),
+                    2 => block_avx2::<2>(plan, xq, &rows, &bias, o, stride),
+                    _ => block_avx2::<3>(plan, xq, &rows, &bias, o, stride),
                 }
             }
         }
@@ -446,22 +493,23 @@ fn block(
 /// Defines a register-blocked piece of [`block`]: `$ch` channels (kernel rows `w[o]`, read
 /// in order, and `bias[o]`) by `NV` vectors of `$lanes` positions from `x`, in `NV $ch`
 /// accumulators (per input channel and tap `NV` loads, `$ch` broadcasts and `NV $ch`
-/// FMAs), stored from `acc[at]` in rows of [`TILE`].
+/// FMAs), stored from `out` in rows `stride` apart.
 macro_rules! block_kernel {
     ($(#[$doc:meta])* $name:ident, $feature:literal, $ch:literal, $lanes:literal,
      $zero:ident, $set1:ident, $load:ident, $fma:ident, $store:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
-        /// The CPU must support the target features; `x` and `w` must hold every value read.
+        /// The CPU must support the target features; `x` and `w` must hold every value read,
+        /// `out` must be valid for `$ch` rows of `NV $lanes` values `stride` apart.
         #[target_feature(enable = $feature)]
         unsafe fn $name<const NV: usize>(
             plan: &Plan,
             x: *const f32,
             w: &[*const f32; $ch],
             bias: &[f32; $ch],
-            acc: &mut [f32; OB * TILE],
-            at: usize,
+            out: *mut f32,
+            stride: usize,
         ) {
             let mut sums = [[$zero(); NV]; $ch];
             for (row, &b) in sums.iter_mut().zip(bias) {
@@ -489,7 +537,7 @@ macro_rules! block_kernel {
             }
             for (o, row) in sums.iter().enumerate() {
                 for (i, s) in row.iter().enumerate() {
-                    $store(acc.as_mut_ptr().add(at + o * TILE + i * $lanes), *s);
+                    $store(out.add(o * stride + i * $lanes), *s);
                 }
             }
         }

@@ -104,7 +104,7 @@ fn map(
     cost: usize,
     x: &[f32],
     y: &mut [f32],
-    f: impl Fn(f32) -> f32 + Sync + Send,
+    f: impl Fn(f32) -> f32 + Copy + Sync + Send,
 ) {
     chunks(
         pool,
@@ -114,8 +114,11 @@ fn map(
         || (),
         |_, c, o| {
             vectorized(|| {
+                // A local copy inside the vectorized function: its parameters are then
+                // known not to change under the stores, and stay in registers.
+                let local = f;
                 for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
-                    *o = f(v);
+                    *o = local(v);
                 }
             })
         },
@@ -125,24 +128,25 @@ fn map(
 /// What to do with the scalar function of a unary op ([`with_unary`]).
 trait UnaryUse {
     /// Uses `f`, which costs about `cost` multiply-adds per value.
-    fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send);
+    fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send);
 }
 
 /// Calls `u` with the scalar function of element-wise unary op `op` (one monomorphized
-/// loop per op); `false` when `op` is not one.
+/// loop per op); `false` when `op` is not one. The functions own their parameters (`move`):
+/// one read through a reference would be redone per value, and the loop not vectorized.
 fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
     let t = TRANSCENDENTAL;
     match *op {
-        Op::Scale(s) => u.apply(1, |v| v * s),
-        Op::Clamp { lo, hi } => u.apply(1, |v| v.max(lo).min(hi)),
+        Op::Scale(s) => u.apply(1, move |v| v * s),
+        Op::Clamp { lo, hi } => u.apply(1, move |v| v.max(lo).min(hi)),
         Op::Silu => u.apply(t, |v| v / (1.0 + exp_approx(-v))),
         Op::Gelu => u.apply(t, gelu),
         Op::GeluTanh => u.apply(t, gelu_tanh),
         Op::Relu => u.apply(1, |v| v.max(0.0)),
-        Op::LeakyRelu(s) => u.apply(1, |v| if v > 0.0 { v } else { s * v }),
+        Op::LeakyRelu(s) => u.apply(1, move |v| if v > 0.0 { v } else { s * v }),
         Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + exp_approx(-v))),
         Op::Tanh => u.apply(t, tanh_approx),
-        Op::Softcap(c) => u.apply(t, |v| c * (v / c).tanh()),
+        Op::Softcap(c) => u.apply(t, move |v| c * (v / c).tanh()),
         Op::Sqrt => u.apply(2, f32::sqrt),
         Op::Log => u.apply(t, f32::ln),
         Op::Exp => u.apply(t, f32::exp),
@@ -163,7 +167,7 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
 pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> bool {
     struct Map<'a>(&'a ThreadPool, &'a [f32], &'a mut [f32]);
     impl UnaryUse for Map<'_> {
-        fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+        fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
             map(self.0, cost, self.1, self.2, f);
         }
     }
@@ -176,7 +180,7 @@ pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> boo
 pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
     struct InPlace<'a>(&'a mut [f32]);
     impl UnaryUse for InPlace<'_> {
-        fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+        fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
             vectorized(|| {
                 for v in self.0.iter_mut() {
                     *v = f(*v);
