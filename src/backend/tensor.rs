@@ -361,7 +361,8 @@ impl Tensor {
         }
     }
 
-    /// Every value as f32: borrowed for host f32, read-locked for state,
+    /// Every value as f32: borrowed for host f32 (and for plain f32 bytes on a 4-byte
+    /// boundary), read-locked for state,
     /// decoded (dequantized, or converted from i32) otherwise. `op` names the
     /// caller in errors; device tensors must be downloaded by their backend first.
     pub fn read_f32(&self, op: &str) -> Result<F32Read<'_>, ExecutionError> {
@@ -373,6 +374,15 @@ impl Tensor {
             Storage::I32(v) => Ok(F32Read::Owned(v.iter().map(|&x| x as f32).collect())),
             Storage::I64(v) => Ok(F32Read::Owned(v.iter().map(|&x| x as f32).collect())),
             Storage::Bytes(b) => {
+                // Unscaled little-endian f32 on a 4-byte boundary (weights in a mapped
+                // file) are read in place: no copy of a layer's weights per op.
+                let plain = self.info.dtype == DType::F32
+                    && self.scale.is_none()
+                    && cfg!(target_endian = "little")
+                    && b.as_slice().len() == self.numel() * 4;
+                if let (true, Ok(values)) = (plain, bytemuck::try_cast_slice(b.as_slice())) {
+                    return Ok(F32Read::Borrowed(values));
+                }
                 let mut out = vec![0.0; self.numel()];
                 decode_into(self.info.dtype, b.as_slice(), self.scale, &mut out)?;
                 Ok(F32Read::Owned(out))

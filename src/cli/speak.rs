@@ -140,6 +140,7 @@ fn utterances(a: &SpeakArgs) -> Result<Vec<String>, String> {
 
 pub fn run(a: SpeakArgs) -> CmdResult {
     let started = Instant::now();
+    cyb_llm::speak::retain_freed_memory();
     let sink = sink(&a)?;
     match &sink {
         Sink::File(f) => writable_dir(

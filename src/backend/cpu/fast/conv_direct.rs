@@ -2,10 +2,16 @@
 //! group is copied once into zero-padded planes of width `Wp = W + pads`, where output
 //! position `(r, s)` is flat position `p = r Wp + s` and each tap `(u, v)` reads the
 //! planes at the constant offset `u dh Wp + v dw` from `p`. Register blocks of
-//! [`OB`] output channels by [`TILE`] flat positions accumulate over input channels
-//! and taps; flat positions with `s >= Wo` (between two rows) are computed and dropped.
-//! This covers the 3x3 convolutions of a UNet and the dilated 1-D convolutions of
+//! [`OB`] output channels by up to [`TILE`] flat positions accumulate over input channels
+//! and taps, the weights broadcast from their own `[Cout, Cg, kh, kw]` rows (nothing is
+//! repacked per call); flat positions with `s >= Wo` (between two rows) are computed and
+//! dropped. This covers the 3x3 convolutions of a UNet and the dilated 1-D convolutions of
 //! HiFi-GAN (a height of 1) alike.
+//!
+//! A 1-D `ConvTranspose2d` of stride `s` is `s` such convolutions, one per output phase
+//! `t mod s`: each output `t` gets the taps `k = (t + pl) mod s + j s` of the input
+//! positions `(t + pl) div s - j`, a stride-1 convolution of the input with the phase's
+//! taps reversed, written to every `s`-th output.
 
 use super::par::PAR_MIN_WORK;
 use crate::backend::cpu::reference::image::Conv2dArgs;
@@ -16,9 +22,12 @@ use std::arch::x86_64::*;
 
 /// Output channels per block.
 const OB: usize = 8;
-/// Flat output positions per block (three 16-lane vectors; six 8-lane ones on AVX2).
+/// Flat output positions per block at most (three 16-lane vectors; six 8-lane ones on AVX2).
 const TILE: usize = 48;
-/// Parallel tasks per pool thread (tiles are handed out in this many chunks per thread).
+/// Flat positions of one 16-lane vector (a tile is 1 to 3 of them).
+const VEC: usize = 16;
+/// Parallel tasks per pool thread (tiles and channel blocks are handed out in this many
+/// parts per thread).
 const TASKS_PER_THREAD: usize = 4;
 
 /// Whether [`conv2d`] runs this convolution: stride 1, AVX2 and FMA on this CPU, and
@@ -69,10 +78,20 @@ impl Plan {
     }
 }
 
+/// Where output `(channel o, row r, column s)` of a group lands:
+/// `o channel + r row + s step + first`.
+#[derive(Clone, Copy)]
+struct OutMap {
+    channel: usize,
+    row: usize,
+    step: usize,
+    first: usize,
+}
+
 /// `Conv2d` (see [`crate::backend::Op::Conv2d`]) where [`applies`] holds, per batch entry
-/// and group, tiles of flat positions in parallel on `pool`, the blocks on AVX-512F when
-/// `wide` and the CPU has it, else on AVX2+FMA. Each output value is `b[o]` plus the
-/// f32 sum over input channels, then taps, in that order, of `w x`.
+/// and group, tiles of flat positions and blocks of channels in parallel on `pool`, the
+/// blocks on AVX-512F when `wide` and the CPU has it, else on AVX2+FMA. Each output value
+/// is `b[o]` plus the f32 sum over input channels, then taps, in that order, of `w x`.
 pub(super) fn conv2d(
     pool: &ThreadPool,
     a: &Conv2dArgs,
@@ -91,40 +110,33 @@ pub(super) fn conv2d(
     let plan = Plan::new(a, wide);
     let og = cout / a.groups;
     let taps = plan.offsets.len();
-    let blocks = og.div_ceil(OB);
-    // Per group and channel block: [c][tap][OB], channels past the group's end zero.
-    let mut packed = vec![0.0f32; a.groups * blocks * plan.cg * taps * OB];
-    for (o, kernel) in w.chunks(plan.cg * taps).enumerate() {
-        let (g, ol) = (o / og, o % og);
-        let block = &mut packed[(g * blocks + ol / OB) * plan.cg * taps * OB..];
-        for (i, &v) in kernel.iter().enumerate() {
-            block[i * OB + ol % OB] = v;
-        }
-    }
-    let mut bias = vec![0.0f32; a.groups * blocks * OB];
-    for o in 0..cout {
-        bias[(o / og) * blocks * OB + o % og] = b.map_or(0.0, |b| b[o]);
-    }
     let spatial = plan.ho * plan.wo;
+    let out = OutMap {
+        channel: spatial,
+        row: plan.wo,
+        step: 1,
+        first: 0,
+    };
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
     let mut padded = PADDED.take();
-    padded.clear();
+    // Every value is written by `pad_planes` (borders zeroed there), the tail here.
     padded.resize(plan.cg * plan.plane + TILE, 0.0);
+    padded[plan.cg * plan.plane..].fill(0.0);
     for bi in 0..n {
         for g in 0..a.groups {
             let planes = &x[(bi * cin + g * plan.cg) * h * wd..][..plan.cg * h * wd];
-            pad_planes(a, &plan, planes, h, wd, &mut padded);
-            let out = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
+            pad_planes(&plan, [a.pads[0], a.pads[1]], planes, h, wd, &mut padded);
+            let dst = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
             let group = Group {
                 plan: &plan,
                 padded: &padded,
-                weights: &packed[g * blocks * plan.cg * taps * OB..]
-                    [..blocks * plan.cg * taps * OB],
-                bias: &bias[g * blocks * OB..][..blocks * OB],
+                weights: &w[g * og * plan.cg * taps..][..og * plan.cg * taps],
+                bias: b.map(|b| &b[g * og..][..og]),
                 channels: og,
+                out,
             };
-            run_group(pool, &group, out);
+            run_group(pool, &group, dst);
         }
     }
     PADDED.set(padded);
@@ -136,56 +148,194 @@ thread_local! {
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Copies `planes` (`[Cg, H, W]`) into the interior of the zero-padded planes; the
-/// borders stay zero from the buffer's fill.
+/// Writes `planes` (`[Cg, H, W]`) as the zero-padded planes, `pads` (top, left) from their
+/// corner: every value of the first `Cg` planes is written once (borders zeroed here, so
+/// the buffer need not be cleared first).
 fn pad_planes(
-    a: &Conv2dArgs,
     plan: &Plan,
+    pads: [usize; 2],
     planes: &[f32],
     h: usize,
     wd: usize,
     padded: &mut [f32],
 ) {
-    let first = a.pads[0] * plan.wp + a.pads[1];
-    for (c, src) in planes.chunks(h * wd).enumerate() {
-        let dst = &mut padded[c * plan.plane + first..];
-        for (r, line) in src.chunks(wd).enumerate() {
-            dst[r * plan.wp..][..wd].copy_from_slice(line);
+    let (top, left) = (pads[0], pads[1]);
+    for (c, dst) in padded.chunks_mut(plan.plane).take(plan.cg).enumerate() {
+        let src = &planes[c * h * wd..][..h * wd];
+        for (r, line) in dst.chunks_mut(plan.wp).enumerate() {
+            match r.checked_sub(top).filter(|&i| i < h) {
+                Some(i) => {
+                    line[..left].fill(0.0);
+                    line[left..left + wd].copy_from_slice(&src[i * wd..][..wd]);
+                    line[left + wd..].fill(0.0);
+                }
+                None => line.fill(0.0),
+            }
         }
     }
+}
+
+/// The phase geometry of a 1-D `ConvTranspose2d` of stride `s`, kernel width `k` and left
+/// crop `pl` for outputs `t = u s + r`: the first tap `(r + pl) mod s`, the input offset
+/// `(r + pl) div s`, and the number of taps.
+fn phase(r: usize, s: usize, k: usize, pl: usize) -> (usize, usize, usize) {
+    let first = (r + pl) % s;
+    let taps = if first < k {
+        (k - first).div_ceil(s)
+    } else {
+        0
+    };
+    (first, (r + pl) / s, taps)
+}
+
+/// Whether [`conv_transpose2d`] runs this transposed convolution: 1-D along the width
+/// (`H = kh = 1`, no height padding), one group, no dilation, AVX2 and FMA on this CPU,
+/// and every output phase with at least one tap reaching back no further than its input.
+pub(super) fn conv_transpose_applies(a: &Conv2dArgs) -> bool {
+    let (s, k, pl) = (a.stride[1], a.w_shape[3], a.pads[1]);
+    a.x_shape[2] == 1
+        && a.w_shape[2] == 1
+        && a.out_shape[2] == 1
+        && a.pads[0] == 0
+        && a.groups == 1
+        && a.dilation == [1, 1]
+        && s >= 1
+        && (0..s).all(|r| {
+            let (_, off, taps) = phase(r, s, k, pl);
+            taps >= 1 && off < taps
+        })
+        && simd::has_avx2_fma()
+}
+
+/// `ConvTranspose2d` (see [`crate::backend::Op::ConvTranspose2d`]) where
+/// [`conv_transpose_applies`] holds: per batch entry and output phase `r` (outputs
+/// `t = u s + r`), the direct convolution of the input padded by `J - 1 - (r + pl) div s`
+/// on the left with the phase's `J` taps in reverse order. Each output value is `b[o]`
+/// plus the f32 sum over input channels, then taps (input positions increasing).
+pub(super) fn conv_transpose2d(
+    pool: &ThreadPool,
+    a: &Conv2dArgs,
+    wide: bool,
+    x: &[f32],
+    w: &[f32],
+    b: Option<&[f32]>,
+    y: &mut [f32],
+) {
+    assert!(
+        conv_transpose_applies(a),
+        "conv_direct: not a direct transposed convolution on this CPU"
+    );
+    let (n, cin, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[3]);
+    let (cout, k) = (a.w_shape[1], a.w_shape[3]);
+    let (s, pl, t) = (a.stride[1], a.pads[1], a.out_shape[3]);
+    let phases: Vec<(usize, usize, usize, usize)> = (0..s.min(t))
+        .map(|r| {
+            let (first, off, taps) = phase(r, s, k, pl);
+            (r, first, taps - 1 - off, taps)
+        })
+        .collect();
+    // One padded copy serves every phase: the widest left pad, and room on the right
+    // for the last output of each phase's last tap.
+    let left = phases.iter().map(|p| p.2).max().unwrap_or(0);
+    let wp = phases
+        .iter()
+        .map(|&(r, _, pad, taps)| left - pad + (t - r).div_ceil(s) + taps - 1)
+        .max()
+        .unwrap_or(0)
+        .max(left + wd);
+    let mut padded = PADDED.take();
+    padded.resize(cin * wp + TILE, 0.0);
+    padded[cin * wp..].fill(0.0);
+    let mut weights = Vec::new();
+    let plan = |wo: usize, taps: usize| Plan {
+        cg: cin,
+        plane: wp,
+        wp,
+        ho: 1,
+        wo,
+        positions: wo,
+        offsets: (0..taps).collect(),
+        wide,
+    };
+    for bi in 0..n {
+        let planes = &x[bi * cin * wd..][..cin * wd];
+        pad_planes(&plan(0, 0), [0, left], planes, 1, wd, &mut padded);
+        for &(r, first, pad, taps) in &phases {
+            // The phase's kernel rows `[Cout, Cin, J]`, taps reversed.
+            weights.clear();
+            for o in 0..cout {
+                for c in 0..cin {
+                    for m in 0..taps {
+                        weights.push(w[(c * cout + o) * k + first + (taps - 1 - m) * s]);
+                    }
+                }
+            }
+            let plan = plan((t - r).div_ceil(s), taps);
+            let group = Group {
+                plan: &plan,
+                padded: &padded[left - pad..],
+                weights: &weights,
+                bias: b,
+                channels: cout,
+                out: OutMap {
+                    channel: t,
+                    row: 0,
+                    step: s,
+                    first: r,
+                },
+            };
+            run_group(pool, &group, &mut y[bi * cout * t..][..cout * t]);
+        }
+    }
+    PADDED.set(padded);
 }
 
 /// One group's operands for [`run_group`].
 struct Group<'a> {
     plan: &'a Plan,
-    /// `[Cg, Hp, Wp]` plus [`TILE`] zeros.
+    /// `[Cg, Hp, Wp]` plus at least [`TILE`] zeros.
     padded: &'a [f32],
-    /// Per channel block `[Cg, taps, OB]`.
+    /// `[channels, Cg, taps]`.
     weights: &'a [f32],
-    /// Per channel block `[OB]`.
-    bias: &'a [f32],
+    /// Per output channel, when there is a bias.
+    bias: Option<&'a [f32]>,
     /// Output channels of the group.
     channels: usize,
+    /// Where the outputs go in the group's output slice.
+    out: OutMap,
 }
 
-/// The output of one group (`[Og, Ho, Wo]`): chunks of tiles in parallel, each chunk all
-/// channel blocks (the block's weights stay in cache across its tiles).
+/// The output of one group: parts of tiles by parts of channel blocks in parallel (tiles
+/// first, so large planes split by position and small ones by channel), each part all its
+/// channel blocks over its tiles (a block's weights stay in cache across the tiles).
 fn run_group(pool: &ThreadPool, gr: &Group, out: &mut [f32]) {
     let plan = gr.plan;
     let tiles = plan.positions.div_ceil(TILE);
+    let blocks = gr.channels.div_ceil(OB);
     let work = gr.channels * plan.positions * plan.cg * plan.offsets.len();
     let tasks = if work < PAR_MIN_WORK {
         1
     } else {
         pool.current_num_threads() * TASKS_PER_THREAD
     };
-    let per_task = tiles.div_ceil(tasks.max(1)).max(1);
+    let per_tile = tiles.div_ceil(tasks.min(tiles).max(1)).max(1);
+    let tile_parts = tiles.div_ceil(per_tile);
+    let per_block = blocks
+        .div_ceil(tasks.div_ceil(tile_parts.max(1)).min(blocks).max(1))
+        .max(1);
+    let block_parts = blocks.div_ceil(per_block);
     let dst = OutPtr(out.as_mut_ptr(), out.len());
     let task = |i: usize| {
-        let first = i * per_task;
-        run_tiles(gr, first..(first + per_task).min(tiles), &dst);
+        let (bp, tp) = (i / tile_parts, i % tile_parts);
+        let (b0, t0) = (bp * per_block, tp * per_tile);
+        run_tiles(
+            gr,
+            b0..(b0 + per_block).min(blocks),
+            t0..(t0 + per_tile).min(tiles),
+            &dst,
+        );
     };
-    let count = tiles.div_ceil(per_task);
+    let count = tile_parts * block_parts;
     if count <= 1 {
         (0..count).for_each(task);
     } else {
@@ -195,23 +345,69 @@ fn run_group(pool: &ThreadPool, gr: &Group, out: &mut [f32]) {
 
 /// The output buffer shared by the tasks of [`run_group`], which write disjoint positions.
 struct OutPtr(*mut f32, usize);
-// SAFETY: each task writes only the output positions of its own tiles (disjoint).
+// SAFETY: each task writes only the outputs of its own tiles and channel blocks (disjoint).
 unsafe impl Sync for OutPtr {}
 
-/// Every channel block of tiles `range`, written into the output.
-fn run_tiles(gr: &Group, range: std::ops::Range<usize>, dst: &OutPtr) {
+/// Channel blocks `blocks` of tiles `tiles`, written into the output.
+fn run_tiles(
+    gr: &Group,
+    blocks: std::ops::Range<usize>,
+    tiles: std::ops::Range<usize>,
+    dst: &OutPtr,
+) {
     let plan = gr.plan;
-    let spatial = plan.ho * plan.wo;
-    let block_len = plan.cg * plan.offsets.len() * OB;
+    let row_len = plan.cg * plan.offsets.len();
+    let om = gr.out;
     let mut acc = [0.0f32; OB * TILE];
-    for (blk, weights) in gr.weights.chunks(block_len).enumerate() {
-        let bias = &gr.bias[blk * OB..][..OB];
+    for blk in blocks {
         let channels = (gr.channels - blk * OB).min(OB);
-        for tile in range.clone() {
+        // Rows past the group's last channel repeat it (their sums are dropped).
+        let rows: [*const f32; OB] = std::array::from_fn(|o| {
+            let c = blk * OB + o.min(channels - 1);
+            gr.weights[c * row_len..][..row_len].as_ptr()
+        });
+        let bias: [f32; OB] =
+            std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+        for tile in tiles.clone() {
             let p0 = tile * TILE;
-            block(plan, gr.padded, p0, weights, bias, &mut acc);
-            // Row segments of the tile's valid positions, one copy per channel each.
             let end = (p0 + TILE).min(plan.positions);
+            let vectors = (end - p0).div_ceil(VEC);
+            // One output row (a 1-D convolution) of whole vectors of a full block, stored
+            // with step 1: the sums go straight into the output rows.
+            if plan.ho == 1 && om.step == 1 && channels == OB && end - p0 == vectors * VEC {
+                let at = blk * OB * om.channel + p0 + om.first;
+                debug_assert!(at + (OB - 1) * om.channel + vectors * VEC <= dst.1);
+                // SAFETY: `OB` rows of `vectors VEC` values from `at`, `om.channel` apart,
+                // are outputs inside the buffer (positions below `Wo`, channels of the
+                // block) that belong to this task only.
+                unsafe {
+                    block(
+                        plan,
+                        gr.padded,
+                        p0,
+                        vectors,
+                        &rows,
+                        &bias,
+                        dst.0.add(at),
+                        om.channel,
+                    );
+                }
+                continue;
+            }
+            // SAFETY: `acc` holds `OB` rows of `TILE >= vectors VEC` values.
+            unsafe {
+                block(
+                    plan,
+                    gr.padded,
+                    p0,
+                    vectors,
+                    &rows,
+                    &bias,
+                    acc.as_mut_ptr(),
+                    TILE,
+                );
+            }
+            // Row segments of the tile's valid positions, one copy per channel each.
             let mut p = p0;
             while p < end {
                 let (r, s) = (p / plan.wp, p % plan.wp);
@@ -220,12 +416,20 @@ fn run_tiles(gr: &Group, range: std::ops::Range<usize>, dst: &OutPtr) {
                 if stop > p {
                     let (j, len) = (p - p0, stop - p);
                     for o in 0..channels {
-                        let at = (blk * OB + o) * spatial + r * plan.wo + s;
-                        debug_assert!(at + len <= dst.1);
-                        // SAFETY: `at..at + len` is inside the output, and these (channel,
-                        // position) pairs belong to this task's tiles only.
-                        let row = unsafe { std::slice::from_raw_parts_mut(dst.0.add(at), len) };
-                        row.copy_from_slice(&acc[o * TILE + j..][..len]);
+                        let at = (blk * OB + o) * om.channel + r * om.row + s * om.step + om.first;
+                        let src = &acc[o * TILE + j..][..len];
+                        debug_assert!(at + (len - 1) * om.step < dst.1);
+                        // SAFETY: `at + i step` for `i < len` is inside the output, and these
+                        // (channel, position) pairs belong to this task only.
+                        unsafe {
+                            if om.step == 1 {
+                                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(at), len);
+                            } else {
+                                for (i, &v) in src.iter().enumerate() {
+                                    *dst.0.add(at + i * om.step) = v;
+                                }
+                            }
+                        }
                     }
                 }
                 p = next;
@@ -234,93 +438,106 @@ fn run_tiles(gr: &Group, range: std::ops::Range<usize>, dst: &OutPtr) {
     }
 }
 
-/// `acc[o][j] = bias[o] + sum_c sum_t w[c][t][o] padded[c][p0 + j + offset t]` for the
-/// [`OB`] channels of one block and the [`TILE`] positions from `p0`, on AVX-512F where
-/// the plan says so, else AVX2+FMA (which [`applies`] requires).
-fn block(
+/// `out[o stride + j] = bias[o] + sum_c sum_t w[o][c][t] padded[c][p0 + j + offset t]` for
+/// the [`OB`] channels of one block (kernel rows `rows`) and `vectors` 16-position vectors
+/// from `p0`, on AVX-512F where the plan says so, else AVX2+FMA (which [`applies`] requires).
+///
+/// # Safety
+/// `out` must be valid for writes of `OB` rows of `vectors VEC` values, `stride` apart.
+#[allow(clippy::too_many_arguments)]
+unsafe fn block(
     plan: &Plan,
     padded: &[f32],
     p0: usize,
-    weights: &[f32],
-    bias: &[f32],
-    acc: &mut [f32; OB * TILE],
+    vectors: usize,
+    rows: &[*const f32; OB],
+    bias: &[f32; OB],
+    out: *mut f32,
+    stride: usize,
 ) {
     let last = (plan.cg - 1) * plan.plane + p0 + plan.offsets.last().copied().unwrap_or(0);
     assert!(
-        last + TILE <= padded.len()
-            && weights.len() >= plan.cg * plan.offsets.len() * OB
-            && bias.len() >= OB,
+        (1..=TILE / VEC).contains(&vectors) && last + vectors * VEC <= padded.len(),
         "conv_direct: block bounds"
     );
-    // SAFETY: every read is inside `padded` and `weights` (checked above: the largest
-    // flat index read is `last + TILE - 1`); AVX-512F is checked here, AVX2 and FMA by
-    // `conv2d`'s assertion of `applies`.
+    // SAFETY: every read of `padded` is inside it (checked above: the largest flat index
+    // read is `last + vectors VEC - 1`), each row of `rows` holds `Cg taps` weights (made
+    // so by `run_tiles`), and the writes are those the caller vouches for; AVX-512F is
+    // checked here, AVX2 and FMA by the assertions of `applies` / `conv_transpose_applies`
+    // in the callers.
     unsafe {
+        let x = padded.as_ptr().add(p0);
         if plan.wide && crate::backend::cpu::kernels::avx512_detected() {
-            block_avx512(
-                plan,
-                padded.as_ptr().add(p0),
-                weights.as_ptr(),
-                bias,
-                acc,
-                0,
-            );
+            match vectors {
+                1 => block_avx512::<1>(plan, x, rows, bias, out, stride),
+                2 => block_avx512::<2>(plan, x, rows, bias, out, stride),
+                _ => block_avx512::<3>(plan, x, rows, bias, out, stride),
+            }
         } else {
+            // Quarters: four channels by half the positions (`vectors` 8-lane vectors).
             for q in 0..4 {
-                let (half, sub) = (q / 2 * 4, q % 2 * 24);
-                let x = padded.as_ptr().add(p0 + sub);
-                block_avx2(
-                    plan,
-                    x,
-                    weights.as_ptr().add(half),
-                    &bias[half..],
-                    acc,
-                    half * TILE + sub,
-                );
+                let (half, sub) = (q / 2 * 4, q % 2 * vectors * VEC / 2);
+                let rows: [*const f32; 4] = std::array::from_fn(|i| rows[half + i]);
+                let bias: [f32; 4] = std::array::from_fn(|i| bias[half + i]);
+                let (o, xq) = (out.add(half * stride + sub), x.add(sub));
+                match vectors {
+                    1 => block_avx2::<1>(plan, xq, &rows, &bias, o, stride),
+                    2 => block_avx2::<2>(plan, xq, &rows, &bias, o, stride),
+                    _ => block_avx2::<3>(plan, xq, &rows, &bias, o, stride),
+                }
             }
         }
     }
 }
 
-/// Defines a register-blocked piece of [`block`]: `$ch` channels (weights `w[o]` of stride
-/// [`OB`], `bias[o]`) by three vectors of `$lanes` positions from `x`, in `3 $ch`
-/// accumulators (per input channel and tap three loads, `$ch` broadcasts and `3 $ch`
-/// FMAs), stored from `acc[at]` in rows of [`TILE`].
+/// Defines a register-blocked piece of [`block`]: `$ch` channels (kernel rows `w[o]`, read
+/// in order, and `bias[o]`) by `NV` vectors of `$lanes` positions from `x`, in `NV $ch`
+/// accumulators (per input channel and tap `NV` loads, `$ch` broadcasts and `NV $ch`
+/// FMAs), stored from `out` in rows `stride` apart.
 macro_rules! block_kernel {
     ($(#[$doc:meta])* $name:ident, $feature:literal, $ch:literal, $lanes:literal,
-     $set1:ident, $load:ident, $fma:ident, $store:ident) => {
+     $zero:ident, $set1:ident, $load:ident, $fma:ident, $store:ident) => {
         $(#[$doc])*
         ///
         /// # Safety
-        /// The CPU must support the target features; `x` and `w` must hold every value read.
+        /// The CPU must support the target features; `x` and `w` must hold every value read,
+        /// `out` must be valid for `$ch` rows of `NV $lanes` values `stride` apart.
         #[target_feature(enable = $feature)]
-        unsafe fn $name(
+        unsafe fn $name<const NV: usize>(
             plan: &Plan,
             x: *const f32,
-            w: *const f32,
-            bias: &[f32],
-            acc: &mut [f32; OB * TILE],
-            at: usize,
+            w: &[*const f32; $ch],
+            bias: &[f32; $ch],
+            out: *mut f32,
+            stride: usize,
         ) {
-            let mut sums: [[_; 3]; $ch] = std::array::from_fn(|o| [$set1(bias[o]); 3]);
-            let mut wp = w;
+            let mut sums = [[$zero(); NV]; $ch];
+            for (row, &b) in sums.iter_mut().zip(bias) {
+                for s in row.iter_mut() {
+                    *s = $set1(b);
+                }
+            }
+            let mut k = 0;
             for c in 0..plan.cg {
                 let xc = x.add(c * plan.plane);
                 for &off in &plan.offsets {
                     let xt = xc.add(off);
-                    let v = [$load(xt), $load(xt.add($lanes)), $load(xt.add(2 * $lanes))];
-                    for (o, row) in sums.iter_mut().enumerate() {
-                        let k = $set1(*wp.add(o));
+                    let mut v = [$zero(); NV];
+                    for (i, v) in v.iter_mut().enumerate() {
+                        *v = $load(xt.add(i * $lanes));
+                    }
+                    for (row, &wo) in sums.iter_mut().zip(w) {
+                        let kv = $set1(*wo.add(k));
                         for (s, &xv) in row.iter_mut().zip(&v) {
-                            *s = $fma(k, xv, *s);
+                            *s = $fma(kv, xv, *s);
                         }
                     }
-                    wp = wp.add(OB);
+                    k += 1;
                 }
             }
             for (o, row) in sums.iter().enumerate() {
                 for (i, s) in row.iter().enumerate() {
-                    $store(acc.as_mut_ptr().add(at + o * TILE + i * $lanes), *s);
+                    $store(out.add(o * stride + i * $lanes), *s);
                 }
             }
         }
@@ -328,15 +545,16 @@ macro_rules! block_kernel {
 }
 
 block_kernel!(
-    /// A whole [`block`] on AVX-512F: 8 channels by 48 positions in 24 accumulators.
+    /// A whole [`block`] on AVX-512F: 8 channels by `16 NV` positions in `8 NV` accumulators.
     block_avx512, "avx512f", 8, 16,
-    _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_storeu_ps
+    _mm512_setzero_ps, _mm512_set1_ps, _mm512_loadu_ps, _mm512_fmadd_ps, _mm512_storeu_ps
 );
 
 block_kernel!(
-    /// A quarter of a [`block`] on AVX2+FMA: 4 channels by 24 positions in 12 accumulators.
+    /// A quarter of a [`block`] on AVX2+FMA: 4 channels by `8 NV` positions in `4 NV`
+    /// accumulators.
     block_avx2, "avx2,fma", 4, 8,
-    _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_storeu_ps
+    _mm256_setzero_ps, _mm256_set1_ps, _mm256_loadu_ps, _mm256_fmadd_ps, _mm256_storeu_ps
 );
 
 #[cfg(test)]
@@ -385,7 +603,7 @@ mod tests {
 
     /// Shapes the direct kernel runs.
     #[rustfmt::skip]
-    const DIRECT: [Case; 8] = [
+    const DIRECT: [Case; 11] = [
         // 3x3, same padding, channels not a multiple of the block, rows ending inside a tile.
         ([1, 5, 9, 13], 7, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
         // Batch 2, wide enough for several parallel tasks.
@@ -393,6 +611,11 @@ mod tests {
         // 1-D dilated (HiFi-GAN), uneven pads, a single output channel.
         ([1, 6, 1, 300], 1, [1, 7], [1, 1], [0, 9, 0, 6], [1, 3], 1, [0, 0]),
         ([1, 32, 1, 1000], 32, [1, 5], [1, 1], [0, 12, 0, 12], [1, 6], 1, [0, 0]),
+        // Few positions, many channels (split by channel blocks): a tile of one, two and
+        // three vectors.
+        ([1, 24, 1, 33], 100, [1, 3], [1, 1], [0, 0, 0, 0], [1, 1], 1, [0, 0]),
+        ([1, 19, 1, 72], 40, [1, 5], [1, 1], [0, 2, 0, 2], [1, 1], 1, [0, 0]),
+        ([1, 17, 1, 9], 70, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1, [0, 0]),
         // No padding, 1x1; 2-D dilation with asymmetric pads.
         ([1, 3, 4, 5], 9, [1, 1], [1, 1], [0, 0, 0, 0], [1, 1], 1, [0, 0]),
         ([1, 4, 11, 10], 5, [3, 2], [1, 1], [2, 0, 1, 3], [2, 3], 1, [0, 0]),
@@ -417,5 +640,96 @@ mod tests {
     #[test]
     fn conv2d_outside_the_direct_kernel_matches_the_reference_loops() {
         check(&OTHERS, false);
+    }
+
+    /// The fast `ConvTranspose2d` (direct phases where they apply, else gemm and scatter)
+    /// against the reference loops; `direct` says which cases must take the phases.
+    fn check_transposed(cases: &[Case], direct: bool) {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        for &(xs, cg_out, k, stride, pads, dilation, groups, out_pad) in cases {
+            let cout = cg_out * groups;
+            let len = |i: usize, s: usize, kk: usize, d: usize, p: usize, op: usize| {
+                (i - 1) * s + d * (kk - 1) + op + 1 - p
+            };
+            let out = [
+                xs[0],
+                cout,
+                len(
+                    xs[2],
+                    stride[0],
+                    k[0],
+                    dilation[0],
+                    pads[0] + pads[2],
+                    out_pad[0],
+                ),
+                len(
+                    xs[3],
+                    stride[1],
+                    k[1],
+                    dilation[1],
+                    pads[1] + pads[3],
+                    out_pad[1],
+                ),
+            ];
+            let ws = [xs[1], cg_out, k[0], k[1]];
+            let geometry = Geometry([xs, ws, out], stride, pads, dilation, groups);
+            let (args, [x, w, b]) = (geometry.args(), geometry.operands());
+            assert_eq!(
+                conv_transpose_applies(&args),
+                direct && simd::has_avx2_fma(),
+                "{xs:?} k {k:?} stride {stride:?} pads {pads:?}"
+            );
+            let wide = crate::backend::cpu::kernels::avx512_detected();
+            for (bias, avx2) in [(Some(&b[..]), false), (None, false), (Some(&b[..]), wide)] {
+                let want = reference::conv_transpose2d(&args, &x, &w, bias);
+                let mut got = vec![f32::NAN; want.len()];
+                if avx2 && direct {
+                    conv_transpose2d(&pool, &args, false, &x, &w, bias, &mut got);
+                } else {
+                    super::super::image::conv_transpose2d(&pool, &args, &x, &w, bias, &mut got);
+                }
+                let what = format!("{xs:?} cout {cout} k {k:?} stride {stride:?} pads {pads:?} out_pad {out_pad:?} avx2 {avx2}");
+                assert_close(&want, &got, &what);
+            }
+        }
+    }
+
+    /// Transposed shapes the phases run.
+    #[rustfmt::skip]
+    const TRANSPOSED: [Case; 7] = [
+        // HiFi-GAN's upsamplers: kernel 2 s, crop s / 2.
+        ([1, 32, 1, 72], 16, [1, 16], [1, 8], [0, 4, 0, 4], [1, 1], 1, [0, 0]),
+        ([2, 12, 1, 40], 9, [1, 8], [1, 4], [0, 2, 0, 2], [1, 1], 1, [0, 0]),
+        // Odd kernel (phases with different tap counts), uneven crops, output padding.
+        ([1, 5, 1, 23], 11, [1, 7], [1, 3], [0, 1, 0, 2], [1, 1], 1, [0, 1]),
+        ([1, 3, 1, 17], 2, [1, 5], [1, 2], [0, 0, 0, 0], [1, 1], 1, [0, 0]),
+        // Stride 1 (a plain convolution with the kernel flipped), a single input position.
+        ([1, 4, 1, 30], 20, [1, 3], [1, 1], [0, 1, 0, 1], [1, 1], 1, [0, 0]),
+        ([1, 6, 1, 1], 3, [1, 4], [1, 2], [0, 0, 0, 0], [1, 1], 1, [0, 1]),
+        // Many output positions per phase, for several parallel tasks.
+        ([1, 16, 1, 600], 8, [1, 8], [1, 4], [0, 2, 0, 2], [1, 1], 1, [0, 0]),
+    ];
+
+    /// Transposed shapes left to the gemm: 2-D, dilated, grouped, and a crop past a
+    /// phase's reach (its first output would need input from before the start).
+    #[rustfmt::skip]
+    const TRANSPOSED_OTHERS: [Case; 4] = [
+        ([1, 4, 3, 5], 3, [3, 3], [2, 2], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
+        ([1, 4, 1, 9], 3, [1, 3], [1, 2], [0, 0, 0, 0], [1, 2], 1, [0, 0]),
+        ([1, 4, 1, 9], 3, [1, 4], [1, 2], [0, 1, 0, 1], [1, 1], 2, [0, 0]),
+        ([1, 4, 1, 9], 3, [1, 4], [1, 2], [0, 3, 0, 1], [1, 1], 1, [0, 0]),
+    ];
+
+    #[test]
+    fn direct_conv_transpose2d_matches_the_reference_loops() {
+        check_transposed(&TRANSPOSED, true);
+    }
+
+    #[test]
+    fn conv_transpose2d_outside_the_phases_matches_the_reference_loops() {
+        check_transposed(&TRANSPOSED_OTHERS, false);
     }
 }

@@ -62,6 +62,33 @@ pub(super) fn exp_approx(x: f32) -> f32 {
     p * f32::from_bits(bits)
 }
 
+/// `tanh x` without a libm call, so that loops over it vectorize: Eigen's rational
+/// approximation (an odd degree-13 numerator over an even degree-6 denominator) on `x`
+/// clamped to `[-7.9053, 7.9053]` (where f32 `tanh` is already ±1 to within an ulp), `x`
+/// itself below `|x| < 0.0004`; relative error a few ulp. NaN stays NaN.
+#[inline(always)]
+pub(super) fn tanh_approx(x: f32) -> f32 {
+    const CLAMP: f32 = 7.905_311;
+    let c = x.clamp(-CLAMP, CLAMP);
+    let x2 = c * c;
+    let p = -2.760_768_5e-16_f32;
+    let p = p * x2 + 2.000_188e-13;
+    let p = p * x2 - 8.604_672e-11;
+    let p = p * x2 + 5.122_297e-8;
+    let p = p * x2 + 1.485_722_4e-5;
+    let p = p * x2 + 6.372_619_3e-4;
+    let p = p * x2 + 4.893_524_6e-3;
+    let q = 1.198_258_4e-6_f32;
+    let q = q * x2 + 1.185_347_1e-4;
+    let q = q * x2 + 2.268_434_6e-3;
+    let q = q * x2 + 4.893_525e-3;
+    if x.abs() < 0.0004 {
+        x
+    } else {
+        c * p / q
+    }
+}
+
 /// GELU, tanh approximation: `0.5 x (1 + tanh(u)) = x / (1 + e^(-2u))` with
 /// `u = sqrt(2 / pi) (x + 0.044715 x^3)`, through [`exp_approx`].
 #[inline(always)]
@@ -77,7 +104,7 @@ fn map(
     cost: usize,
     x: &[f32],
     y: &mut [f32],
-    f: impl Fn(f32) -> f32 + Sync + Send,
+    f: impl Fn(f32) -> f32 + Copy + Sync + Send,
 ) {
     chunks(
         pool,
@@ -87,8 +114,11 @@ fn map(
         || (),
         |_, c, o| {
             vectorized(|| {
+                // A local copy inside the vectorized function: its parameters are then
+                // known not to change under the stores, and stay in registers.
+                let local = f;
                 for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
-                    *o = f(v);
+                    *o = local(v);
                 }
             })
         },
@@ -98,24 +128,25 @@ fn map(
 /// What to do with the scalar function of a unary op ([`with_unary`]).
 trait UnaryUse {
     /// Uses `f`, which costs about `cost` multiply-adds per value.
-    fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send);
+    fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send);
 }
 
 /// Calls `u` with the scalar function of element-wise unary op `op` (one monomorphized
-/// loop per op); `false` when `op` is not one.
+/// loop per op); `false` when `op` is not one. The functions own their parameters (`move`):
+/// one read through a reference would be redone per value, and the loop not vectorized.
 fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
     let t = TRANSCENDENTAL;
     match *op {
-        Op::Scale(s) => u.apply(1, |v| v * s),
-        Op::Clamp { lo, hi } => u.apply(1, |v| v.max(lo).min(hi)),
+        Op::Scale(s) => u.apply(1, move |v| v * s),
+        Op::Clamp { lo, hi } => u.apply(1, move |v| v.max(lo).min(hi)),
         Op::Silu => u.apply(t, |v| v / (1.0 + exp_approx(-v))),
         Op::Gelu => u.apply(t, gelu),
         Op::GeluTanh => u.apply(t, gelu_tanh),
         Op::Relu => u.apply(1, |v| v.max(0.0)),
-        Op::LeakyRelu(s) => u.apply(1, |v| if v > 0.0 { v } else { s * v }),
+        Op::LeakyRelu(s) => u.apply(1, move |v| if v > 0.0 { v } else { s * v }),
         Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + exp_approx(-v))),
-        Op::Tanh => u.apply(t, f32::tanh),
-        Op::Softcap(c) => u.apply(t, |v| c * (v / c).tanh()),
+        Op::Tanh => u.apply(t, tanh_approx),
+        Op::Softcap(c) => u.apply(t, move |v| c * (v / c).tanh()),
         Op::Sqrt => u.apply(2, f32::sqrt),
         Op::Log => u.apply(t, f32::ln),
         Op::Exp => u.apply(t, f32::exp),
@@ -136,7 +167,7 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
 pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> bool {
     struct Map<'a>(&'a ThreadPool, &'a [f32], &'a mut [f32]);
     impl UnaryUse for Map<'_> {
-        fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+        fn apply(self, cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
             map(self.0, cost, self.1, self.2, f);
         }
     }
@@ -149,7 +180,7 @@ pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> boo
 pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
     struct InPlace<'a>(&'a mut [f32]);
     impl UnaryUse for InPlace<'_> {
-        fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Sync + Send) {
+        fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
             vectorized(|| {
                 for v in self.0.iter_mut() {
                     *v = f(*v);
@@ -230,6 +261,12 @@ fn binary_with(
         |_, c, o| {
             let i = &a[c * chunk..];
             vectorized(|| {
+                if let [v] = *b {
+                    for (o, &u) in o.iter_mut().zip(i) {
+                        *o = f(u, v);
+                    }
+                    return;
+                }
                 for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
                     for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
                         *o = f(u, v);
@@ -497,6 +534,26 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn tanh_approx_matches_f64_tanh() {
+        let mut worst = 0.0f64;
+        for i in -120_000..=120_000 {
+            let x = i as f32 * 1e-4;
+            let want = (x as f64).tanh();
+            worst = worst.max((tanh_approx(x) as f64 - want).abs() / want.abs().max(1e-30));
+        }
+        assert!(worst < 1e-6, "relative error {worst:e}");
+        for (x, want) in [
+            (0.0, 0.0),
+            (1e-30, 1e-30),
+            (30.0, 1.0),
+            (f32::NEG_INFINITY, -1.0),
+        ] {
+            assert_eq!(tanh_approx(x), want, "tanh({x})");
+        }
+        assert!(tanh_approx(f32::NAN).is_nan());
     }
 
     #[test]

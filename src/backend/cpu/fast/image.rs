@@ -147,7 +147,9 @@ fn conv2d_with(
     }
 }
 
-/// `ConvTranspose2d` (see [`Op::ConvTranspose2d`]) per batch entry and group as one gemm and
+/// `ConvTranspose2d` (see [`Op::ConvTranspose2d`]): the direct kernel's phases where they
+/// apply (1-D along the width, one group, on AVX-512F or AVX2+FMA), else
+/// per batch entry and group as one gemm and
 /// a scatter: `cols [H W, Cg_out kh kw] = x_g^T [H W, Cin_g] · w_g [Cin_g, Cg_out kh kw]`
 /// on the gemm kernel, then each column value added to the output position its tap
 /// reaches (positions cropped by `pads` dropped), output planes in parallel, plus `b`.
@@ -160,6 +162,11 @@ pub(super) fn conv_transpose2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_direct::conv_transpose_applies(a) {
+        let wide = kernels::avx512_detected();
+        return super::conv_direct::conv_transpose2d(pool, a, wide, x, w, b, y);
+    }
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
     let (cg_out, kh, kw) = (a.w_shape[1], a.w_shape[2], a.w_shape[3]);
     let (cout, ho, wo) = (a.out_shape[1], a.out_shape[2], a.out_shape[3]);

@@ -11,6 +11,7 @@ mod attention_rows;
 mod conv_direct;
 mod elementwise;
 mod image;
+mod index;
 mod linear;
 #[cfg(target_arch = "x86_64")]
 mod packed;
@@ -22,6 +23,59 @@ use crate::backend::{ExecContext, Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
 use rayon::ThreadPool;
 
+/// The index ops with a fast version on f32 values (`Pad`, `StridedSlice`, `Reduce` over
+/// one run of axes, `Where`), their value operands read as f32 (weights decoded); `None`
+/// for every other op, and for integer or bool values.
+fn index_op(
+    op: &Op,
+    inputs: &[Tensor],
+    ctx: &mut ExecContext,
+) -> Result<Option<Vec<Tensor>>, ExecutionError> {
+    let values: &[usize] = match op {
+        Op::Pad { .. } | Op::StridedSlice { .. } | Op::Reduce { .. } => &[0],
+        Op::Where => &[1, 2],
+        _ => return Ok(None),
+    };
+    let ints = |t: &Tensor| t.as_i64().is_some() || t.as_i32().is_some();
+    if values.iter().any(|&i| inputs.get(i).is_none_or(ints)) {
+        return Ok(None);
+    }
+    let infos: Vec<TensorInfo> = inputs.iter().map(|t| t.info().clone()).collect();
+    let outs = op.infer(&infos)?;
+    crate::backend::alloc::check_host_room("cpu", &outs)?;
+    let name = op.name();
+    let x = inputs[values[0]].read_f32(name)?;
+    let shape = &infos[0].shape;
+    let out = outs[0].shape.as_slice();
+    let mut done = true;
+    let y = match op {
+        Op::Pad { pads, value } => ctx.tensor_with(out, false, |y| {
+            index::pad(&x, shape, pads, *value as f32, y);
+            Ok(())
+        })?,
+        Op::StridedSlice { starts, steps, .. } => ctx.tensor_with(out, false, |y| {
+            index::strided_slice(&x, shape, starts, steps, out, y);
+            Ok(())
+        })?,
+        Op::Reduce { kind, axes, .. } => ctx.tensor_with(out, false, |y| {
+            done = index::reduce(&x, shape, *kind, axes, y);
+            Ok(())
+        })?,
+        _ => {
+            let Some(cond) = inputs[0].as_i64() else {
+                return Ok(None);
+            };
+            let b = inputs[2].read_f32(name)?;
+            ctx.tensor_with(out, false, |y| {
+                let (a, b) = ((&x[..], &infos[1].shape[..]), (&b[..], &infos[2].shape[..]));
+                index::select((cond, shape), a, b, out, y);
+                Ok(())
+            })?
+        }
+    };
+    Ok(done.then(|| vec![y]))
+}
+
 /// Runs one op, fast where a fast version exists; large loops run on `pool`,
 /// small ones on the calling thread.
 pub fn execute(
@@ -30,6 +84,9 @@ pub fn execute(
     inputs: &[Tensor],
     ctx: &mut ExecContext,
 ) -> Result<Vec<Tensor>, ExecutionError> {
+    if let Some(outs) = index_op(op, inputs, ctx)? {
+        return Ok(outs);
+    }
     if op.is_index_op() || inputs.iter().any(|t| t.as_i64().is_some()) {
         return reference::execute(op, inputs);
     }
