@@ -24,9 +24,9 @@ pub mod noise;
 pub mod sampler;
 pub mod schedule;
 
-use crate::backend::{BackendChoice, BackendConfig, Tensor};
+use crate::backend::Tensor;
 use crate::error::ExecutionError;
-use crate::graph::{GraphModel, GraphOptions};
+use crate::graph::{GraphModel, GraphOptions, GraphTaskOptions};
 use crate::loader::config::{DiffusionSection, LabelEncoding, NoiseLevel, Prediction};
 use crate::loader::Model;
 use noise::GaussianStream;
@@ -36,26 +36,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// How a [`DiffusionModel`] runs.
-#[derive(Debug, Clone)]
-pub struct DiffusionOptions {
-    /// Backend choice (`auto`, `cpu`, ...).
-    pub backend: BackendChoice,
-    /// Worker threads.
-    pub threads: usize,
-    /// Run the fusion pass on the graph.
-    pub fuse: bool,
-}
-
-impl Default for DiffusionOptions {
-    /// Auto backend, physical cores, fused graph.
-    fn default() -> Self {
-        DiffusionOptions {
-            backend: BackendChoice::Auto,
-            threads: BackendConfig::default().threads,
-            fuse: true,
-        }
-    }
-}
+pub type DiffusionOptions = GraphTaskOptions;
 
 /// Unit Gaussian noise given by the caller instead of the seeded generator:
 /// `[N, C, H, W]` (the starting noise; later draws come from the seed) or
@@ -209,11 +190,7 @@ impl DiffusionModel {
                 reason: "a diffusion model needs a graph section (import the denoiser from ONNX)"
                     .into(),
             })?;
-        let outputs: Vec<String> = graph
-            .outputs
-            .iter()
-            .map(|&v| graph.values[v].name.clone())
-            .collect();
+        let outputs = graph.output_names();
         config
             .check(&graph.input_decls, &outputs)
             .map_err(|m| ExecutionError::InvalidConfig {

@@ -50,6 +50,29 @@ impl Default for GraphOptions {
     }
 }
 
+/// How a task that runs one graph model (an image generator, a voice) starts:
+/// its backend, worker threads and whether the fusion pass runs.
+#[derive(Debug, Clone)]
+pub struct GraphTaskOptions {
+    /// Backend choice (`auto`, `cpu`, ...).
+    pub backend: BackendChoice,
+    /// Worker threads.
+    pub threads: usize,
+    /// Run the fusion pass on the graph.
+    pub fuse: bool,
+}
+
+impl Default for GraphTaskOptions {
+    /// Auto backend, physical cores, fused graph.
+    fn default() -> Self {
+        GraphTaskOptions {
+            backend: BackendChoice::Auto,
+            threads: BackendConfig::default().threads,
+            fuse: true,
+        }
+    }
+}
+
 /// The model file's bytes, kept alive by the weights that view them.
 struct ModelBytes(Arc<Model>);
 

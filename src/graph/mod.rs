@@ -23,5 +23,5 @@ pub mod text;
 pub mod whisper;
 pub mod writers;
 
-pub use exec::{GraphModel, GraphOptions, GraphSession, TextForward};
+pub use exec::{GraphModel, GraphOptions, GraphSession, GraphTaskOptions, TextForward};
 pub use writers::{emit_graph, graph_for, write_graph_section};

@@ -11,12 +11,9 @@ use crate::error::ExecutionError;
 
 /// The names of the cross-attention values, `cross_k.{i}` and `cross_v.{i}` per layer.
 fn cross_names(session: &GraphSession) -> Vec<String> {
-    let g = session.model().graph();
-    g.outputs
-        .iter()
-        .map(|&o| g.values[o].name.clone())
-        .filter(|n| n.starts_with("cross_"))
-        .collect()
+    let mut names = session.model().graph().output_names();
+    names.retain(|n| n.starts_with("cross_"));
+    names
 }
 
 /// The encoder of one window: `mel` `[n_mels, frames]` row-major in, the

@@ -162,6 +162,14 @@ pub fn dims_text(shape: &[Dim]) -> Vec<i64> {
 }
 
 impl Graph {
+    /// The names of the values returned, in order.
+    pub fn output_names(&self) -> Vec<String> {
+        self.outputs
+            .iter()
+            .map(|&v| self.values[v].name.clone())
+            .collect()
+    }
+
     /// Validates `doc`: version, unique names, topological order, name
     /// resolution (`weight` gives the shape and encoding of a tensor of the
     /// `tensors` section), op attributes, shape inference.

@@ -2,8 +2,8 @@
 //! sentence by sentence, with Piper's per-sentence peak normalization.
 
 use super::{SpeakError, VoiceConfig};
-use crate::backend::{BackendChoice, BackendConfig, Tensor};
-use crate::graph::{GraphModel, GraphOptions};
+use crate::backend::Tensor;
+use crate::graph::{GraphModel, GraphOptions, GraphTaskOptions};
 use crate::loader::config::{
     TTS_IDS_INPUT, TTS_LENGTHS_INPUT, TTS_OUTPUT, TTS_SCALES_INPUT, TTS_SPEAKER_INPUT,
 };
@@ -13,26 +13,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// How a voice is loaded.
-#[derive(Debug, Clone)]
-pub struct VoiceOptions {
-    /// Backend choice (`auto`, `cpu`, ...).
-    pub backend: BackendChoice,
-    /// Worker threads.
-    pub threads: usize,
-    /// Run the fusion pass on the graph.
-    pub fuse: bool,
-}
-
-impl Default for VoiceOptions {
-    /// Auto backend, physical cores, fused graph.
-    fn default() -> Self {
-        VoiceOptions {
-            backend: BackendChoice::Auto,
-            threads: BackendConfig::default().threads,
-            fuse: true,
-        }
-    }
-}
+pub type VoiceOptions = GraphTaskOptions;
 
 /// What to synthesize with; `None` takes the voice's default.
 #[derive(Debug, Clone, Default)]
@@ -146,11 +127,7 @@ impl Voice {
             field: "graph".into(),
             reason: "a voice needs its network's graph section (import VOICE.onnx)".into(),
         })?;
-        let outputs: Vec<String> = graph
-            .outputs
-            .iter()
-            .map(|&v| graph.values[v].name.clone())
-            .collect();
+        let outputs = graph.output_names();
         section
             .check(&graph.input_decls, &outputs)
             .map_err(|m| SpeakError::Voice {

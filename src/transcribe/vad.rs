@@ -107,11 +107,7 @@ fn not_silero(model: &Model) -> Option<String> {
         ("h", &state[..]),
         ("c", &state[..]),
     ];
-    let outputs: Vec<&str> = g
-        .outputs
-        .iter()
-        .map(|&v| g.values[v].name.as_str())
-        .collect();
+    let outputs = g.output_names();
     if inputs != want_in || outputs != ["speech_probs", "hn", "cn"] {
         return Some(format!(
             "a {} model with inputs {inputs:?} and outputs {outputs:?}; a VAD model takes \
