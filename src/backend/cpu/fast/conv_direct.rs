@@ -563,40 +563,68 @@ mod tests {
     use super::*;
     use crate::backend::cpu::reference::image as reference;
 
-    /// The fast `Conv2d` (direct where it applies, else im2col) against the reference
-    /// loops; `direct` says which cases must take the direct kernel.
-    fn check(cases: &[Case], direct: bool) {
+    /// A kind of convolution under test: its shapes, the direct kernel and the
+    /// test of where it applies, the dispatching entry point and the reference loops.
+    struct Kind {
+        geometry: fn(&Case) -> Geometry,
+        applies: fn(&Conv2dArgs) -> bool,
+        direct: DirectKernel,
+        dispatched: FastKernel,
+        reference: ReferenceLoops,
+    }
+
+    /// `(pool, args, wide, x, w, bias, y)`: a direct kernel, AVX-512 when `wide`.
+    type DirectKernel =
+        fn(&ThreadPool, &Conv2dArgs, bool, &[f32], &[f32], Option<&[f32]>, &mut [f32]);
+    /// `(pool, args, x, w, bias, y)`: the fast op as the backend dispatches it.
+    type FastKernel = fn(&ThreadPool, &Conv2dArgs, &[f32], &[f32], Option<&[f32]>, &mut [f32]);
+    /// `(args, x, w, bias) -> y`: the reference loops.
+    type ReferenceLoops = fn(&Conv2dArgs, &[f32], &[f32], Option<&[f32]>) -> Vec<f32>;
+
+    /// `Conv2d`: direct where it applies, else im2col.
+    const CONV: Kind = Kind {
+        geometry: Geometry::conv,
+        applies,
+        direct: conv2d,
+        dispatched: super::super::image::conv2d,
+        reference: reference::conv2d,
+    };
+
+    /// `ConvTranspose2d`: the direct phases where they apply, else gemm and scatter.
+    const CONV_TRANSPOSE: Kind = Kind {
+        geometry: Geometry::transposed,
+        applies: conv_transpose_applies,
+        direct: conv_transpose2d,
+        dispatched: super::super::image::conv_transpose2d,
+        reference: reference::conv_transpose2d,
+    };
+
+    /// The fast `kind` against its reference loops; `direct` says which cases must
+    /// take the direct kernel.
+    fn check(kind: &Kind, cases: &[Case], direct: bool) {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(2)
             .build()
             .unwrap();
-        for &(xs, og, k, stride, pads, dilation, groups, _) in cases {
-            let cout = og * groups;
-            let len = |i: usize, s: usize, kk: usize, d: usize, p: usize| {
-                (i + p - d * (kk - 1) - 1) / s + 1
-            };
-            let out = [
-                xs[0],
-                cout,
-                len(xs[2], stride[0], k[0], dilation[0], pads[0] + pads[2]),
-                len(xs[3], stride[1], k[1], dilation[1], pads[1] + pads[3]),
-            ];
-            let ws = [cout, xs[1] / groups, k[0], k[1]];
-            let geometry = Geometry([xs, ws, out], stride, pads, dilation, groups);
+        for case in cases {
+            let geometry = (kind.geometry)(case);
             let (args, [x, w, b]) = (geometry.args(), geometry.operands());
-            assert_eq!(applies(&args), direct && simd::has_avx2_fma(), "{xs:?}");
+            assert_eq!(
+                (kind.applies)(&args),
+                direct && simd::has_avx2_fma(),
+                "{case:?}"
+            );
             let wide = crate::backend::cpu::kernels::avx512_detected();
             // The dispatcher, then the AVX2 blocks on an AVX-512 CPU.
             for (bias, avx2) in [(Some(&b[..]), false), (None, false), (Some(&b[..]), wide)] {
-                let want = reference::conv2d(&args, &x, &w, bias);
+                let want = (kind.reference)(&args, &x, &w, bias);
                 let mut got = vec![f32::NAN; want.len()];
                 if avx2 && direct {
-                    conv2d(&pool, &args, false, &x, &w, bias, &mut got);
+                    (kind.direct)(&pool, &args, false, &x, &w, bias, &mut got);
                 } else {
-                    super::super::image::conv2d(&pool, &args, &x, &w, bias, &mut got);
+                    (kind.dispatched)(&pool, &args, &x, &w, bias, &mut got);
                 }
-                let what = format!("{xs:?} cout {cout} k {k:?} pads {pads:?} dil {dilation:?} groups {groups} avx2 {avx2}");
-                assert_close(&want, &got, &what);
+                assert_close(&want, &got, &format!("{case:?} avx2 {avx2}"));
             }
         }
     }
@@ -634,67 +662,12 @@ mod tests {
 
     #[test]
     fn direct_conv2d_matches_the_reference_loops() {
-        check(&DIRECT, true);
+        check(&CONV, &DIRECT, true);
     }
 
     #[test]
     fn conv2d_outside_the_direct_kernel_matches_the_reference_loops() {
-        check(&OTHERS, false);
-    }
-
-    /// The fast `ConvTranspose2d` (direct phases where they apply, else gemm and scatter)
-    /// against the reference loops; `direct` says which cases must take the phases.
-    fn check_transposed(cases: &[Case], direct: bool) {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(2)
-            .build()
-            .unwrap();
-        for &(xs, cg_out, k, stride, pads, dilation, groups, out_pad) in cases {
-            let cout = cg_out * groups;
-            let len = |i: usize, s: usize, kk: usize, d: usize, p: usize, op: usize| {
-                (i - 1) * s + d * (kk - 1) + op + 1 - p
-            };
-            let out = [
-                xs[0],
-                cout,
-                len(
-                    xs[2],
-                    stride[0],
-                    k[0],
-                    dilation[0],
-                    pads[0] + pads[2],
-                    out_pad[0],
-                ),
-                len(
-                    xs[3],
-                    stride[1],
-                    k[1],
-                    dilation[1],
-                    pads[1] + pads[3],
-                    out_pad[1],
-                ),
-            ];
-            let ws = [xs[1], cg_out, k[0], k[1]];
-            let geometry = Geometry([xs, ws, out], stride, pads, dilation, groups);
-            let (args, [x, w, b]) = (geometry.args(), geometry.operands());
-            assert_eq!(
-                conv_transpose_applies(&args),
-                direct && simd::has_avx2_fma(),
-                "{xs:?} k {k:?} stride {stride:?} pads {pads:?}"
-            );
-            let wide = crate::backend::cpu::kernels::avx512_detected();
-            for (bias, avx2) in [(Some(&b[..]), false), (None, false), (Some(&b[..]), wide)] {
-                let want = reference::conv_transpose2d(&args, &x, &w, bias);
-                let mut got = vec![f32::NAN; want.len()];
-                if avx2 && direct {
-                    conv_transpose2d(&pool, &args, false, &x, &w, bias, &mut got);
-                } else {
-                    super::super::image::conv_transpose2d(&pool, &args, &x, &w, bias, &mut got);
-                }
-                let what = format!("{xs:?} cout {cout} k {k:?} stride {stride:?} pads {pads:?} out_pad {out_pad:?} avx2 {avx2}");
-                assert_close(&want, &got, &what);
-            }
-        }
+        check(&CONV, &OTHERS, false);
     }
 
     /// Transposed shapes the phases run.
@@ -725,11 +698,11 @@ mod tests {
 
     #[test]
     fn direct_conv_transpose2d_matches_the_reference_loops() {
-        check_transposed(&TRANSPOSED, true);
+        check(&CONV_TRANSPOSE, &TRANSPOSED, true);
     }
 
     #[test]
     fn conv_transpose2d_outside_the_phases_matches_the_reference_loops() {
-        check_transposed(&TRANSPOSED_OTHERS, false);
+        check(&CONV_TRANSPOSE, &TRANSPOSED_OTHERS, false);
     }
 }

@@ -427,6 +427,32 @@ pub(super) mod tests {
     );
 
     impl Geometry {
+        /// The shapes of `Conv2d` case `c`: weight `[Cout, Cin / groups, kh, kw]`, each
+        /// output length `(i + pads - d (k - 1) - 1) / s + 1`.
+        pub(in super::super) fn conv(c: &Case) -> Geometry {
+            let &(xs, og, k, stride, pads, dilation, groups, _) = c;
+            let len = |a: usize| {
+                (xs[2 + a] + pads[a] + pads[a + 2] - dilation[a] * (k[a] - 1) - 1) / stride[a] + 1
+            };
+            let out = [xs[0], og * groups, len(0), len(1)];
+            let ws = [og * groups, xs[1] / groups, k[0], k[1]];
+            Geometry([xs, ws, out], stride, pads, dilation, groups)
+        }
+
+        /// The shapes of `ConvTranspose2d` case `c`: weight `[Cin, Cout / groups, kh, kw]`,
+        /// each output length `(i - 1) s + d (k - 1) + out_pad + 1 - pads`.
+        pub(in super::super) fn transposed(c: &Case) -> Geometry {
+            let &(xs, cg_out, k, stride, pads, dilation, groups, out_pad) = c;
+            let len = |a: usize| {
+                (xs[2 + a] - 1) * stride[a] + dilation[a] * (k[a] - 1) + out_pad[a] + 1
+                    - pads[a]
+                    - pads[a + 2]
+            };
+            let out = [xs[0], cg_out * groups, len(0), len(1)];
+            let ws = [xs[1], cg_out, k[0], k[1]];
+            Geometry([xs, ws, out], stride, pads, dilation, groups)
+        }
+
         /// The arguments of the kernels.
         pub(in super::super) fn args(&self) -> Conv2dArgs<'_> {
             let [x_shape, w_shape, out_shape] = &self.0;
@@ -523,35 +549,9 @@ pub(super) mod tests {
                 [0, 1],
             ),
         ];
-        for (xs, cg_out, k, stride, pads, dilation, groups, out_pad) in cases {
-            let cout = cg_out * groups;
-            let len = |i: usize, s: usize, kk: usize, d: usize, p0: usize, p1: usize, op: usize| {
-                (i - 1) * s + d * (kk - 1) + op + 1 - p0 - p1
-            };
-            let out = [
-                xs[0],
-                cout,
-                len(
-                    xs[2],
-                    stride[0],
-                    k[0],
-                    dilation[0],
-                    pads[0],
-                    pads[2],
-                    out_pad[0],
-                ),
-                len(
-                    xs[3],
-                    stride[1],
-                    k[1],
-                    dilation[1],
-                    pads[1],
-                    pads[3],
-                    out_pad[1],
-                ),
-            ];
-            let ws = [xs[1], cg_out, k[0], k[1]];
-            let geometry = Geometry([xs, ws, out], stride, pads, dilation, groups);
+        for case in &cases {
+            let (xs, k, groups) = (case.0, case.2, case.6);
+            let geometry = Geometry::transposed(case);
             let (args, [x, w, b]) = (geometry.args(), geometry.operands());
             let want = reference::conv_transpose2d(&args, &x, &w, Some(&b));
             let mut got = vec![f32::NAN; want.len()];
