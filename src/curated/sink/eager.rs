@@ -1,6 +1,7 @@
 //! The eager sink: every op is dispatched at once, with the hand fusions.
 
 use super::{CachedAttention, Label, QkvProjections, Residual, RopeSpec, Sink};
+use crate::backend::tensor::F32Read;
 use crate::backend::{Dispatcher, ExecContext, Mask, Op, Tensor};
 use crate::curated::llama::LogitRows;
 use crate::error::ExecutionError;
@@ -108,11 +109,12 @@ fn rows_of(x: &Tensor, dims: &[usize]) -> Result<Tensor, ExecutionError> {
     x.reshaped(&shape)
 }
 
-/// The values of `t` on the host (read in place, else downloaded).
-pub(crate) fn host(t: &Tensor, d: &Dispatcher) -> Result<Vec<f32>, ExecutionError> {
+/// The values of `t` on the host: borrowed where they are host f32 values,
+/// else decoded or downloaded.
+pub(crate) fn host<'t>(t: &'t Tensor, d: &Dispatcher) -> Result<F32Read<'t>, ExecutionError> {
     match t.read_f32("download") {
-        Ok(v) => Ok(v.to_vec()),
-        Err(_) => d.primary().try_download_f32(t),
+        Ok(v) => Ok(v),
+        Err(_) => d.primary().try_download_f32(t).map(F32Read::Owned),
     }
 }
 

@@ -95,7 +95,7 @@ impl Whisper {
         if dispatcher.primary().capabilities().widened_f32_weights {
             weights.map_window_weights(f32_weight)?;
         }
-        let mel_filters = host(&b.need(wn::MEL_FILTERS, true)?, &dispatcher)?;
+        let mel_filters = host(&b.need(wn::MEL_FILTERS, true)?, &dispatcher)?.to_vec();
         Ok(Whisper {
             weights,
             mel_filters,
