@@ -117,20 +117,35 @@ pub(super) fn conv2d(
         step: 1,
         first: 0,
     };
+    // Without padding the planes are read in place when no block reads past the group's
+    // last plane (flat positions rounded up to whole vectors, plus the last tap's offset).
+    let reach = plan.positions.next_multiple_of(VEC) + plan.offsets.last().copied().unwrap_or(0);
+    let in_place = a.pads == [0; 4] && reach <= plan.plane;
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
     let mut padded = PADDED.take();
-    // Every value is written by `pad_planes` (borders zeroed there), the tail here.
-    padded.resize(plan.cg * plan.plane + TILE, 0.0);
-    padded[plan.cg * plan.plane..].fill(0.0);
+    if !in_place {
+        // Every value is written by `pad_planes` (borders zeroed there), the tail here.
+        padded.resize(plan.cg * plan.plane + TILE, 0.0);
+        padded[plan.cg * plan.plane..].fill(0.0);
+    }
     for bi in 0..n {
         for g in 0..a.groups {
             let planes = &x[(bi * cin + g * plan.cg) * h * wd..][..plan.cg * h * wd];
-            pad_planes(&plan, [a.pads[0], a.pads[1]], planes, h, wd, &mut padded);
+            if !in_place {
+                pad_planes(
+                    pool,
+                    &plan,
+                    [a.pads[0], a.pads[1]],
+                    planes,
+                    [h, wd],
+                    &mut padded,
+                );
+            }
             let dst = &mut y[(bi * cout + g * og) * spatial..][..og * spatial];
             let group = Group {
                 plan: &plan,
-                padded: &padded,
+                padded: if in_place { planes } else { &padded },
                 weights: &w[g * og * plan.cg * taps..][..og * plan.cg * taps],
                 bias: b.map(|b| &b[g * og..][..og]),
                 channels: og,
@@ -149,18 +164,19 @@ thread_local! {
 }
 
 /// Writes `planes` (`[Cg, H, W]`) as the zero-padded planes, `pads` (top, left) from their
-/// corner: every value of the first `Cg` planes is written once (borders zeroed here, so
-/// the buffer need not be cleared first).
+/// corner, the planes in parallel on `pool` when they are large: every value of the first
+/// `Cg` planes is written once (borders zeroed here, so the buffer need not be cleared
+/// first).
 fn pad_planes(
+    pool: &ThreadPool,
     plan: &Plan,
     pads: [usize; 2],
     planes: &[f32],
-    h: usize,
-    wd: usize,
+    [h, wd]: [usize; 2],
     padded: &mut [f32],
 ) {
     let (top, left) = (pads[0], pads[1]);
-    for (c, dst) in padded.chunks_mut(plan.plane).take(plan.cg).enumerate() {
+    let pad = |(c, dst): (usize, &mut [f32])| {
         let src = &planes[c * h * wd..][..h * wd];
         for (r, line) in dst.chunks_mut(plan.wp).enumerate() {
             match r.checked_sub(top).filter(|&i| i < h) {
@@ -172,6 +188,12 @@ fn pad_planes(
                 None => line.fill(0.0),
             }
         }
+    };
+    let padded = &mut padded[..plan.cg * plan.plane];
+    if padded.len() < PAR_MIN_WORK || plan.cg < 2 {
+        padded.chunks_mut(plan.plane).enumerate().for_each(pad);
+    } else {
+        pool.install(|| padded.par_chunks_mut(plan.plane).enumerate().for_each(pad));
     }
 }
 
@@ -259,7 +281,7 @@ pub(super) fn conv_transpose2d(
     };
     for bi in 0..n {
         let planes = &x[bi * cin * wd..][..cin * wd];
-        pad_planes(&plan(0, 0), [0, left], planes, 1, wd, &mut padded);
+        pad_planes(pool, &plan(0, 0), [0, left], planes, [1, wd], &mut padded);
         for &(r, first, pad, taps) in &phases {
             // The phase's kernel rows `[Cout, Cin, J]`, taps reversed.
             weights.clear();
@@ -293,7 +315,7 @@ pub(super) fn conv_transpose2d(
 /// One group's operands for [`run_group`].
 struct Group<'a> {
     plan: &'a Plan,
-    /// `[Cg, Hp, Wp]` plus at least [`TILE`] zeros.
+    /// `[Cg, Hp, Wp]`, plus at least [`TILE`] zeros unless no block reads past the planes.
     padded: &'a [f32],
     /// `[channels, Cg, taps]`.
     weights: &'a [f32],
@@ -348,6 +370,11 @@ struct OutPtr(*mut f32, usize);
 // SAFETY: each task writes only the outputs of its own tiles and channel blocks (disjoint).
 unsafe impl Sync for OutPtr {}
 
+/// Weights of a group up to which [`run_tiles`] runs every channel block over one tile
+/// before the next tile (the tile's input stays in L1 across the blocks, and all the
+/// weights in L2); above it, each block over all tiles (the block's weights stay in cache).
+const TILE_MAJOR_WEIGHTS: usize = 256 * 1024;
+
 /// Channel blocks `blocks` of tiles `tiles`, written into the output.
 fn run_tiles(
     gr: &Group,
@@ -355,86 +382,87 @@ fn run_tiles(
     tiles: std::ops::Range<usize>,
     dst: &OutPtr,
 ) {
+    let mut acc = [0.0f32; OB * TILE];
+    if std::mem::size_of_val(gr.weights) <= TILE_MAJOR_WEIGHTS {
+        for tile in tiles {
+            for blk in blocks.clone() {
+                run_block_tile(gr, blk, tile, dst, &mut acc);
+            }
+        }
+    } else {
+        for blk in blocks {
+            for tile in tiles.clone() {
+                run_block_tile(gr, blk, tile, dst, &mut acc);
+            }
+        }
+    }
+}
+
+/// Channel block `blk` of tile `tile`, written into the output (through `acc` where the
+/// tile's positions are not one contiguous run of every channel's output row).
+fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [f32; OB * TILE]) {
     let plan = gr.plan;
     let row_len = plan.cg * plan.offsets.len();
     let om = gr.out;
-    let mut acc = [0.0f32; OB * TILE];
-    for blk in blocks {
-        let channels = (gr.channels - blk * OB).min(OB);
-        // Rows past the group's last channel repeat it (their sums are dropped).
-        let rows: [*const f32; OB] = std::array::from_fn(|o| {
-            let c = blk * OB + o.min(channels - 1);
-            gr.weights[c * row_len..][..row_len].as_ptr()
-        });
-        let bias: [f32; OB] =
-            std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
-        for tile in tiles.clone() {
-            let p0 = tile * TILE;
-            let end = (p0 + TILE).min(plan.positions);
-            let vectors = (end - p0).div_ceil(VEC);
-            // One output row (a 1-D convolution) of whole vectors of a full block, stored
-            // with step 1: the sums go straight into the output rows.
-            if plan.ho == 1 && om.step == 1 && channels == OB && end - p0 == vectors * VEC {
-                let at = blk * OB * om.channel + p0 + om.first;
-                debug_assert!(at + (OB - 1) * om.channel + vectors * VEC <= dst.1);
-                // SAFETY: `OB` rows of `vectors VEC` values from `at`, `om.channel` apart,
-                // are outputs inside the buffer (positions below `Wo`, channels of the
-                // block) that belong to this task only.
+    let channels = (gr.channels - blk * OB).min(OB);
+    // Rows past the group's last channel repeat it (their sums are dropped).
+    let rows: [*const f32; OB] = std::array::from_fn(|o| {
+        let c = blk * OB + o.min(channels - 1);
+        gr.weights[c * row_len..][..row_len].as_ptr()
+    });
+    let bias: [f32; OB] =
+        std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+    let p0 = tile * TILE;
+    let end = (p0 + TILE).min(plan.positions);
+    let vectors = (end - p0).div_ceil(VEC);
+    // One output row (a 1-D convolution, or a plane without padding columns) of whole
+    // vectors of a full block, stored with step 1: the sums go straight into the output
+    // rows.
+    let contiguous = plan.ho == 1 || plan.wp == plan.wo;
+    let direct = contiguous && om.step == 1 && channels == OB && end - p0 == vectors * VEC;
+    let (out, stride) = if direct {
+        let at = blk * OB * om.channel + p0 + om.first;
+        debug_assert!(at + (OB - 1) * om.channel + vectors * VEC <= dst.1);
+        // SAFETY: `at` is inside the output buffer (checked above in debug builds).
+        (unsafe { dst.0.add(at) }, om.channel)
+    } else {
+        (acc.as_mut_ptr(), TILE)
+    };
+    // SAFETY: direct: `OB` rows of `vectors VEC` values from `out`, `om.channel` apart,
+    // are outputs inside the buffer (positions below `Ho Wo`, channels of the block) that
+    // belong to this task only; else `acc` holds `OB` rows of `TILE >= vectors VEC` values.
+    unsafe {
+        block(plan, gr.padded, p0, vectors, &rows, &bias, out, stride);
+    }
+    if direct {
+        return;
+    }
+    // Row segments of the tile's valid positions, one copy per channel each.
+    let mut p = p0;
+    while p < end {
+        let (r, s) = (p / plan.wp, p % plan.wp);
+        let next = (p - s + plan.wp).min(end);
+        let stop = (p - s + plan.wo).min(next);
+        if stop > p {
+            let (j, len) = (p - p0, stop - p);
+            for o in 0..channels {
+                let at = (blk * OB + o) * om.channel + r * om.row + s * om.step + om.first;
+                let src = &acc[o * TILE + j..][..len];
+                debug_assert!(at + (len - 1) * om.step < dst.1);
+                // SAFETY: `at + i step` for `i < len` is inside the output, and these
+                // (channel, position) pairs belong to this task only.
                 unsafe {
-                    block(
-                        plan,
-                        gr.padded,
-                        p0,
-                        vectors,
-                        &rows,
-                        &bias,
-                        dst.0.add(at),
-                        om.channel,
-                    );
-                }
-                continue;
-            }
-            // SAFETY: `acc` holds `OB` rows of `TILE >= vectors VEC` values.
-            unsafe {
-                block(
-                    plan,
-                    gr.padded,
-                    p0,
-                    vectors,
-                    &rows,
-                    &bias,
-                    acc.as_mut_ptr(),
-                    TILE,
-                );
-            }
-            // Row segments of the tile's valid positions, one copy per channel each.
-            let mut p = p0;
-            while p < end {
-                let (r, s) = (p / plan.wp, p % plan.wp);
-                let next = (p - s + plan.wp).min(end);
-                let stop = (p - s + plan.wo).min(next);
-                if stop > p {
-                    let (j, len) = (p - p0, stop - p);
-                    for o in 0..channels {
-                        let at = (blk * OB + o) * om.channel + r * om.row + s * om.step + om.first;
-                        let src = &acc[o * TILE + j..][..len];
-                        debug_assert!(at + (len - 1) * om.step < dst.1);
-                        // SAFETY: `at + i step` for `i < len` is inside the output, and these
-                        // (channel, position) pairs belong to this task only.
-                        unsafe {
-                            if om.step == 1 {
-                                std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(at), len);
-                            } else {
-                                for (i, &v) in src.iter().enumerate() {
-                                    *dst.0.add(at + i * om.step) = v;
-                                }
-                            }
+                    if om.step == 1 {
+                        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(at), len);
+                    } else {
+                        for (i, &v) in src.iter().enumerate() {
+                            *dst.0.add(at + i * om.step) = v;
                         }
                     }
                 }
-                p = next;
             }
         }
+        p = next;
     }
 }
 

@@ -1,6 +1,7 @@
 //! Fast versions of the index ops that move f32 values of imported graphs (`Pad`,
-//! `StridedSlice`, `Reduce`, `Where`): by rows of the last axis, the row's source
-//! offsets stepped like an odometer, instead of the reference's multi-index per value.
+//! `StridedSlice`, `Reduce`, `Where`, `ResizeNearest`): by rows of the last axis, the
+//! row's source offsets stepped like an odometer, instead of the reference's multi-index
+//! per value.
 //! They give the reference loops' values bit for bit (the reductions sum in f64 in the
 //! same order).
 
@@ -252,6 +253,44 @@ pub(super) fn select(
     });
 }
 
+/// `ResizeNearest` (see [`crate::backend::Op::ResizeNearest`]) of f32 `x [shape]` into `y`:
+/// each output row (last axis) repeats every value of its source row `scale` times; the
+/// source row is the leading output index divided by the scales, axis by axis.
+pub(super) fn resize_nearest(x: &[f32], shape: &[usize], scales: &[usize], y: &mut [f32]) {
+    let rank = shape.len();
+    if rank == 0 {
+        y.copy_from_slice(x);
+        return;
+    }
+    let out: Vec<usize> = shape.iter().zip(scales).map(|(&d, &s)| d * s).collect();
+    let (w, s) = (shape[rank - 1], scales[rank - 1]);
+    if w == 0 || s == 0 {
+        return;
+    }
+    let st = strides(shape);
+    let mut rows = y.chunks_exact_mut(w * s);
+    for_each_index(&out[..rank - 1], |idx| {
+        let Some(row) = rows.next() else { return };
+        let src: usize = idx
+            .iter()
+            .zip(scales)
+            .zip(&st)
+            .map(|((&i, &sc), &st)| i / sc * st)
+            .sum();
+        let src = &x[src..src + w];
+        if s == 2 {
+            for (pair, &v) in row.chunks_exact_mut(2).zip(src) {
+                pair[0] = v;
+                pair[1] = v;
+            }
+        } else {
+            for (run, &v) in row.chunks_exact_mut(s).zip(src) {
+                run.fill(v);
+            }
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -368,6 +407,27 @@ mod tests {
             &[0, 2],
             &mut y
         ));
+    }
+
+    #[test]
+    fn resize_nearest_matches_the_reference_loops() {
+        let cases: [(&[usize], &[usize]); 5] = [
+            (&[1, 32, 64, 64], &[1, 1, 2, 2]),
+            (&[2, 3, 4, 5], &[1, 2, 3, 1]),
+            (&[3, 5], &[2, 3]),
+            (&[7], &[4]),
+            (&[2, 0, 3], &[1, 2, 2]),
+        ];
+        for (shape, scales) in cases {
+            let x = values(shape.iter().product(), 13);
+            let op = Op::ResizeNearest {
+                scales: scales.to_vec(),
+            };
+            let (_, want) = want(&op, &[Tensor::from_f32(shape, x.clone()).unwrap()]);
+            let mut got = vec![f32::NAN; want.len()];
+            resize_nearest(&x, shape, scales, &mut got);
+            assert_eq!(got, want, "{shape:?} {scales:?}");
+        }
     }
 
     #[test]

@@ -24,15 +24,17 @@ use crate::error::ExecutionError;
 use rayon::ThreadPool;
 
 /// The index ops with a fast version on f32 values (`Pad`, `StridedSlice`, `Reduce` over
-/// one run of axes, `Where`), their value operands read as f32 (weights decoded); `None`
-/// for every other op, and for integer or bool values.
+/// one run of axes, `Where`, `ResizeNearest`), their value operands read as f32 (weights
+/// decoded); `None` for every other op, and for integer or bool values.
 fn index_op(
     op: &Op,
     inputs: &[Tensor],
     ctx: &mut ExecContext,
 ) -> Result<Option<Vec<Tensor>>, ExecutionError> {
     let values: &[usize] = match op {
-        Op::Pad { .. } | Op::StridedSlice { .. } | Op::Reduce { .. } => &[0],
+        Op::Pad { .. } | Op::StridedSlice { .. } | Op::Reduce { .. } | Op::ResizeNearest { .. } => {
+            &[0]
+        }
         Op::Where => &[1, 2],
         _ => return Ok(None),
     };
@@ -59,6 +61,10 @@ fn index_op(
         })?,
         Op::Reduce { kind, axes, .. } => ctx.tensor_with(out, false, |y| {
             done = index::reduce(&x, shape, *kind, axes, y);
+            Ok(())
+        })?,
+        Op::ResizeNearest { scales } => ctx.tensor_with(out, false, |y| {
+            index::resize_nearest(&x, shape, scales, y);
             Ok(())
         })?,
         _ => {
