@@ -17,7 +17,9 @@ const TRANSCENDENTAL: usize = 16;
 const LANES: usize = 16;
 
 /// Runs `f` compiled for AVX-512F where the CPU has it: its loops (inlined into
-/// the wrapper) then vectorize 16 lanes wide instead of the baseline's 4. Every
+/// the wrapper) then vectorize 16 lanes wide instead of the baseline's 4. `f` must be
+/// a closure marked `#[inline(always)]`: otherwise LLVM may keep it a function of its
+/// own, compiled for the baseline (the wrapper then gains nothing). Every
 /// element-wise map computes the same operations in the same order either way,
 /// so results do not depend on the path.
 #[inline(always)]
@@ -113,14 +115,17 @@ fn map(
         CHUNK,
         || (),
         |_, c, o| {
-            vectorized(|| {
-                // A local copy inside the vectorized function: its parameters are then
-                // known not to change under the stores, and stay in registers.
-                let local = f;
-                for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
-                    *o = local(v);
-                }
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    // A local copy inside the vectorized function: its parameters are then
+                    // known not to change under the stores, and stay in registers.
+                    let local = f;
+                    for (o, &v) in o.iter_mut().zip(&x[c * CHUNK..]) {
+                        *o = local(v);
+                    }
+                },
+            )
         },
     );
 }
@@ -181,20 +186,26 @@ pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
     struct InPlace<'a>(&'a mut [f32]);
     impl UnaryUse for InPlace<'_> {
         fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
-            vectorized(|| {
-                for v in self.0.iter_mut() {
-                    *v = f(*v);
-                }
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    for v in self.0.iter_mut() {
+                        *v = f(*v);
+                    }
+                },
+            )
         }
     }
-    vectorized(|| {
-        for row in rows.chunks_exact_mut(bias.len().max(1)) {
-            for (o, &b) in row.iter_mut().zip(bias) {
-                *o += b;
+    vectorized(
+        #[inline(always)]
+        || {
+            for row in rows.chunks_exact_mut(bias.len().max(1)) {
+                for (o, &b) in row.iter_mut().zip(bias) {
+                    *o += b;
+                }
             }
-        }
-    });
+        },
+    );
     if let Some(op) = act {
         with_unary(op, InPlace(rows));
     }
@@ -218,17 +229,20 @@ pub(super) struct AddNorm<'a> {
 pub(super) fn bias_add_norm(first: usize, rows: &mut [f32], a: &AddNorm) {
     let d = a.bias.len().max(1);
     let residual = &a.residual[first * d..];
-    vectorized(|| {
-        for (row, r) in rows.chunks_exact_mut(d).zip(residual.chunks_exact(d)) {
-            for ((o, &b), &r) in row.iter_mut().zip(a.bias).zip(r) {
-                *o = r + (*o + b);
+    vectorized(
+        #[inline(always)]
+        || {
+            for (row, r) in rows.chunks_exact_mut(d).zip(residual.chunks_exact(d)) {
+                for ((o, &b), &r) in row.iter_mut().zip(a.bias).zip(r) {
+                    *o = r + (*o + b);
+                }
+                let (mean, inv) = layer_norm_stats(row, a.eps);
+                for ((o, &g), &b) in row.iter_mut().zip(a.g).zip(a.beta) {
+                    *o = (*o - mean) * inv * g + b;
+                }
             }
-            let (mean, inv) = layer_norm_stats(row, a.eps);
-            for ((o, &g), &b) in row.iter_mut().zip(a.g).zip(a.beta) {
-                *o = (*o - mean) * inv * g + b;
-            }
-        }
-    })
+        },
+    )
 }
 
 /// `y = f(a, b)` where `b` is broadcast along the leading dimensions of `a`
@@ -241,6 +255,107 @@ pub(super) fn binary_suffix(pool: &ThreadPool, op: &Op, a: &[f32], b: &[f32], y:
         Op::Mul => binary_with(pool, a, b, y, |a, b| a * b),
         _ => binary_with(pool, a, b, y, |a, b| a / b),
     }
+}
+
+/// `a op b` (`Add`, `Sub`, `Mul`, `Div`) with NumPy broadcasting into `out_shape`: each
+/// output row (the last axis) reads its `a` and `b` rows at offsets worked out once per
+/// row, a row of one repeated value (a per-channel operand) or a contiguous run in one
+/// vectorized loop.
+pub(super) fn broadcast_binary(
+    pool: &ThreadPool,
+    op: &Op,
+    a: (&[f32], &[usize]),
+    b: (&[f32], &[usize]),
+    out_shape: &[usize],
+    y: &mut [f32],
+) {
+    // One monomorphized (vectorized) loop per op, not a call through a fn pointer per value.
+    match op {
+        Op::Add => broadcast_with(pool, a, b, out_shape, y, |a, b| a + b),
+        Op::Sub => broadcast_with(pool, a, b, out_shape, y, |a, b| a - b),
+        Op::Mul => broadcast_with(pool, a, b, out_shape, y, |a, b| a * b),
+        _ => broadcast_with(pool, a, b, out_shape, y, |a, b| a / b),
+    }
+}
+
+fn broadcast_with(
+    pool: &ThreadPool,
+    a: (&[f32], &[usize]),
+    b: (&[f32], &[usize]),
+    out_shape: &[usize],
+    y: &mut [f32],
+    f: impl Fn(f32, f32) -> f32 + Sync + Send,
+) {
+    let rank = out_shape.len();
+    let last = out_shape.last().copied().unwrap_or(1).max(1);
+    // Element strides of an operand in output axes (0 where it broadcasts).
+    let strides = |shape: &[usize]| -> Vec<usize> {
+        let mut st = vec![0; rank];
+        let mut s = 1;
+        for i in (0..shape.len()).rev() {
+            let axis = rank - shape.len() + i;
+            if shape[i] != 1 {
+                st[axis] = s;
+            }
+            s *= shape[i];
+        }
+        st
+    };
+    let (sa, sb) = (strides(a.1), strides(b.1));
+    let steps = (
+        sa.last().copied().unwrap_or(0),
+        sb.last().copied().unwrap_or(0),
+    );
+    let rows_per_chunk = (CHUNK / last).max(1);
+    chunks(
+        pool,
+        y.len(),
+        y,
+        rows_per_chunk * last,
+        || (),
+        |_, c, out| {
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (k, o) in out.chunks_mut(last).enumerate() {
+                        let (mut oa, mut ob, mut rest) = (0, 0, c * rows_per_chunk + k);
+                        for axis in (0..rank.saturating_sub(1)).rev() {
+                            let i = rest % out_shape[axis];
+                            rest /= out_shape[axis];
+                            oa += i * sa[axis];
+                            ob += i * sb[axis];
+                        }
+                        let n = o.len();
+                        match steps {
+                            (1, 0) => {
+                                let v = b.0[ob];
+                                for (o, &u) in o.iter_mut().zip(&a.0[oa..oa + n]) {
+                                    *o = f(u, v);
+                                }
+                            }
+                            (0, 1) => {
+                                let u = a.0[oa];
+                                for (o, &v) in o.iter_mut().zip(&b.0[ob..ob + n]) {
+                                    *o = f(u, v);
+                                }
+                            }
+                            (1, 1) => {
+                                let rows = a.0[oa..oa + n].iter().zip(&b.0[ob..ob + n]);
+                                for (o, (&u, &v)) in o.iter_mut().zip(rows) {
+                                    *o = f(u, v);
+                                }
+                            }
+                            (step_a, step_b) => {
+                                for (j, o) in o.iter_mut().enumerate() {
+                                    *o = f(a.0[oa + j * step_a], b.0[ob + j * step_b]);
+                                }
+                            }
+                        }
+                    }
+                },
+            )
+        },
+    );
 }
 
 fn binary_with(
@@ -260,19 +375,22 @@ fn binary_with(
         || (),
         |_, c, o| {
             let i = &a[c * chunk..];
-            vectorized(|| {
-                if let [v] = *b {
-                    for (o, &u) in o.iter_mut().zip(i) {
-                        *o = f(u, v);
+            vectorized(
+                #[inline(always)]
+                || {
+                    if let [v] = *b {
+                        for (o, &u) in o.iter_mut().zip(i) {
+                            *o = f(u, v);
+                        }
+                        return;
                     }
-                    return;
-                }
-                for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
-                    for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
-                        *o = f(u, v);
+                    for (rows_o, rows_i) in o.chunks_mut(row).zip(i.chunks(row)) {
+                        for ((o, &u), &v) in rows_o.iter_mut().zip(rows_i).zip(b) {
+                            *o = f(u, v);
+                        }
                     }
-                }
-            })
+                },
+            )
         },
     );
 }
@@ -329,11 +447,14 @@ pub(super) fn layer_norm(
         || (),
         |_, c, o| {
             let x = &x[c * rows * d..];
-            vectorized(|| {
-                for (o, row) in o.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
-                    layer_norm_row(row, g, b, eps, o);
-                }
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    for (o, row) in o.chunks_exact_mut(d).zip(x.chunks_exact(d)) {
+                        layer_norm_row(row, g, b, eps, o);
+                    }
+                },
+            )
         },
     );
 }
@@ -385,6 +506,23 @@ where
     acc.into_iter().sum()
 }
 
+/// The largest value of `x` (NaNs skipped; `-inf` when empty), in [`LANES`] partial maxima
+/// (so the loop vectorizes).
+#[inline(always)]
+fn lane_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; LANES];
+    let mut blocks = x.chunks_exact(LANES);
+    for blk in &mut blocks {
+        for (a, &v) in acc.iter_mut().zip(blk) {
+            *a = if v > *a { v } else { *a };
+        }
+    }
+    for (a, &v) in acc.iter_mut().zip(blocks.remainder()) {
+        *a = if v > *a { v } else { *a };
+    }
+    acc.into_iter().fold(f32::NEG_INFINITY, f32::max)
+}
+
 /// Softmax of each row of `d` through [`exp_approx`] (the sum in [`LANES`] partial
 /// sums); `-inf` entries give exactly 0, an all `-inf` row zeros.
 pub(super) fn softmax(pool: &ThreadPool, x: &[f32], d: usize, y: &mut [f32]) {
@@ -397,19 +535,22 @@ pub(super) fn softmax(pool: &ThreadPool, x: &[f32], d: usize, y: &mut [f32]) {
         || (),
         |_, r, o| {
             let row = &x[r * d..(r + 1) * d];
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            if max == f32::NEG_INFINITY {
-                o.fill(0.0);
-                return;
-            }
-            vectorized(|| {
-                for (o, &v) in o.iter_mut().zip(row) {
-                    let e = exp_approx(v - max);
-                    *o = if v == f32::NEG_INFINITY { 0.0 } else { e };
-                }
-                let inv = 1.0 / lane_sum(o, |v| v);
-                o.iter_mut().for_each(|v| *v *= inv);
-            })
+            vectorized(
+                #[inline(always)]
+                || {
+                    let max = lane_max(row);
+                    if max == f32::NEG_INFINITY {
+                        o.fill(0.0);
+                        return;
+                    }
+                    for (o, &v) in o.iter_mut().zip(row) {
+                        let e = exp_approx(v - max);
+                        *o = if v == f32::NEG_INFINITY { 0.0 } else { e };
+                    }
+                    let inv = 1.0 / lane_sum(o, |v| v);
+                    o.iter_mut().for_each(|v| *v *= inv);
+                },
+            )
         },
     );
 }
@@ -434,6 +575,47 @@ pub(super) fn glu(pool: &ThreadPool, gelu_gate: bool, gate: &[f32], up: &[f32], 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::backend::cpu::reference;
+    use crate::backend::Tensor;
+
+    #[test]
+    fn broadcast_binary_matches_the_reference_loops() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .expect("thread pool");
+        // Per-channel operands either side, a row operand, a column operand, a scalar.
+        let cases: [(&[usize], &[usize]); 6] = [
+            (&[2, 32, 64, 64], &[2, 32, 1, 1]),
+            (&[1, 3, 1, 1], &[2, 3, 4, 5]),
+            (&[4, 1, 7], &[1, 5, 7]),
+            (&[3, 1], &[1, 300]),
+            (&[2, 3, 4], &[1]),
+            (&[6, 1, 1], &[6, 5, 1]),
+        ];
+        for (sa, sb) in cases {
+            let x = |shape: &[usize], seed: f32| {
+                let v: Vec<f32> = (0..shape.iter().product::<usize>())
+                    .map(|i| (i as f32 * 1.3 + seed).sin() + 1.5)
+                    .collect();
+                Tensor::from_f32(shape, v).unwrap()
+            };
+            let (a, b) = (x(sa, 1.0), x(sb, 2.0));
+            for op in [Op::Add, Op::Sub, Op::Mul, Op::Div] {
+                let want = reference::execute(&op, &[a.clone(), b.clone()])
+                    .unwrap()
+                    .remove(0);
+                let mut got = vec![f32::NAN; want.shape().iter().product()];
+                let (av, bv) = (a.read_f32("a").unwrap(), b.read_f32("b").unwrap());
+                broadcast_binary(&pool, &op, (&av, sa), (&bv, sb), want.shape(), &mut got);
+                assert_eq!(
+                    got,
+                    want.read_f32("want").unwrap().to_vec(),
+                    "{op:?} {sa:?} {sb:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn exp_approx_matches_f64_exp() {

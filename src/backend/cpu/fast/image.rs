@@ -6,7 +6,6 @@ use super::elementwise::lane_sum;
 use super::par::chunks;
 use crate::backend::cpu::kernels;
 use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan, Conv2dArgs};
-use crate::backend::Op;
 use crate::dtype::DType;
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -256,63 +255,6 @@ pub(super) fn batch_matmul(
     }
 }
 
-/// `a op b` with NumPy broadcasting into `out_shape`: each output row (the
-/// last axis) reads its `a` and `b` rows at offsets worked out once per row.
-pub(super) fn broadcast_binary(
-    pool: &ThreadPool,
-    op: &Op,
-    a: (&[f32], &[usize]),
-    b: (&[f32], &[usize]),
-    out_shape: &[usize],
-    y: &mut [f32],
-) {
-    let f: fn(f32, f32) -> f32 = match op {
-        Op::Add => |x, y| x + y,
-        Op::Sub => |x, y| x - y,
-        Op::Mul => |x, y| x * y,
-        _ => |x, y| x / y,
-    };
-    let rank = out_shape.len();
-    let last = out_shape.last().copied().unwrap_or(1).max(1);
-    // Element strides of an operand in output axes (0 where it broadcasts).
-    let strides = |shape: &[usize]| -> Vec<usize> {
-        let mut st = vec![0; rank];
-        let mut s = 1;
-        for i in (0..shape.len()).rev() {
-            let axis = rank - shape.len() + i;
-            if shape[i] != 1 {
-                st[axis] = s;
-            }
-            s *= shape[i];
-        }
-        st
-    };
-    let (sa, sb) = (strides(a.1), strides(b.1));
-    let (step_a, step_b) = (
-        sa.last().copied().unwrap_or(0),
-        sb.last().copied().unwrap_or(0),
-    );
-    chunks(
-        pool,
-        y.len(),
-        y,
-        last,
-        || (),
-        |_, row, out| {
-            let (mut oa, mut ob, mut rest) = (0, 0, row);
-            for axis in (0..rank.saturating_sub(1)).rev() {
-                let i = rest % out_shape[axis];
-                rest /= out_shape[axis];
-                oa += i * sa[axis];
-                ob += i * sb[axis];
-            }
-            for (j, o) in out.iter_mut().enumerate() {
-                *o = f(a.0[oa + j * step_a], b.0[ob + j * step_b]);
-            }
-        },
-    );
-}
-
 /// The operands of [`group_norm`].
 pub(super) struct GroupNormArgs<'a> {
     /// `[B, C, ..]`.
@@ -402,6 +344,34 @@ pub(super) fn permute(
             }
             for (j, o) in out.iter_mut().enumerate() {
                 *o = x[base + j * step];
+            }
+        },
+    );
+}
+
+/// `Concat` (see [`Op::Concat`](crate::backend::Op::Concat)) of f32 `parts` (values,
+/// shape) along `axis` into `y`: output row `o` (one index of the axes before `axis`) is
+/// each part's block of row `o` in order; rows in parallel on `pool` when large.
+pub(super) fn concat(pool: &ThreadPool, parts: &[(&[f32], &[usize])], axis: usize, y: &mut [f32]) {
+    let blocks: Vec<usize> = parts
+        .iter()
+        .map(|(_, s)| s[axis..].iter().product())
+        .collect();
+    let row: usize = blocks.iter().sum();
+    if row == 0 {
+        return;
+    }
+    chunks(
+        pool,
+        y.len(),
+        y,
+        row,
+        || (),
+        |_, o, out| {
+            let mut at = 0;
+            for ((values, _), &n) in parts.iter().zip(&blocks) {
+                out[at..at + n].copy_from_slice(&values[o * n..(o + 1) * n]);
+                at += n;
             }
         },
     );
@@ -500,6 +470,49 @@ pub(super) mod tests {
         usize,
         [usize; 2],
     );
+
+    #[test]
+    fn concat_matches_the_reference_loops() {
+        use crate::backend::{Op, Tensor};
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        // Channels of large images (rows in parallel), the first and last axes, an empty part.
+        let cases: [(&[&[usize]], usize); 4] = [
+            (&[&[8, 32, 64, 64], &[8, 16, 64, 64]], 1),
+            (&[&[2, 3], &[1, 3], &[4, 3]], 0),
+            (&[&[3, 2, 5], &[3, 2, 1], &[3, 2, 0]], 2),
+            (&[&[2, 0, 4], &[2, 3, 4]], 1),
+        ];
+        for (shapes, axis) in cases {
+            let parts: Vec<Tensor> = shapes
+                .iter()
+                .enumerate()
+                .map(|(i, s)| Tensor::from_f32(s, values(s.iter().product(), i as f32)).unwrap())
+                .collect();
+            let op = Op::Concat { axis };
+            let want = crate::backend::cpu::reference::execute(&op, &parts)
+                .unwrap()
+                .remove(0);
+            let read: Vec<Vec<f32>> = parts
+                .iter()
+                .map(|t| t.read_f32("t").unwrap().to_vec())
+                .collect();
+            let slices: Vec<(&[f32], &[usize])> = read
+                .iter()
+                .zip(shapes.iter())
+                .map(|(v, s)| (v.as_slice(), *s))
+                .collect();
+            let mut got = vec![f32::NAN; want.numel()];
+            concat(&pool, &slices, axis, &mut got);
+            assert_eq!(
+                got,
+                want.read_f32("want").unwrap().to_vec(),
+                "{shapes:?} {axis}"
+            );
+        }
+    }
 
     #[test]
     fn conv_transpose2d_matches_the_reference_loops() {

@@ -148,7 +148,14 @@ pub fn execute(
                 })?)
             } else {
                 one(ctx.tensor_with(shape0, false, |y| {
-                    image::broadcast_binary(pool, op, (&a, a_shape), (&b, b_shape), shape0, y);
+                    elementwise::broadcast_binary(
+                        pool,
+                        op,
+                        (&a, a_shape),
+                        (&b, b_shape),
+                        shape0,
+                        y,
+                    );
                     Ok(())
                 })?)
             }
@@ -198,6 +205,18 @@ pub fn execute(
             };
             one(ctx.tensor_with(shape0, false, |y| {
                 image::group_norm(pool, &x, &args, y);
+                Ok(())
+            })?)
+        }
+        Op::Concat { axis } => {
+            let parts = (0..inputs.len()).map(read).collect::<Result<Vec<_>, _>>()?;
+            let slices: Vec<(&[f32], &[usize])> = parts
+                .iter()
+                .zip(&infos)
+                .map(|(p, i)| (&**p, i.shape.as_slice()))
+                .collect();
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::concat(pool, &slices, *axis, y);
                 Ok(())
             })?)
         }
