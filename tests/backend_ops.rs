@@ -727,6 +727,87 @@ fn linear_layer_ops_equal_their_compositions() {
     assert!(err.is_err(), "residual [3, 4] for [3, 5] outputs accepted");
 }
 
+/// `FusedGroupNorm` (with and without the per batch entry and channel modulation, with and
+/// without an activation) gives exactly its op composition on the cpu backend — on both sides
+/// of the thread-pool threshold, with one modulation entry for the whole batch and one per
+/// entry — and the reference within the one-op tolerance; bad modulation shapes are errors.
+#[test]
+fn fused_group_norm_equals_its_composition() {
+    use cyb_llm::backend::cpu::CpuBackend;
+    use cyb_llm::backend::{Backend, ExecContext};
+    let mut r = rng("fused_group_norm");
+    let cpu = CpuBackend::new(2).unwrap();
+    let mut ctx = ExecContext::new(2);
+    let (groups, eps) = (4, 1e-5);
+    for (shape, entries) in [([2, 8, 3, 5], 2), ([2, 8, 3, 5], 1), ([3, 32, 40, 40], 3)] {
+        let c = shape[1];
+        let x = rand_tensor(&mut r, &shape);
+        let (g, b) = (
+            rand_tensor(&mut r, &[groups]),
+            rand_tensor(&mut r, &[groups]),
+        );
+        let (gamma, beta) = (
+            rand_tensor(&mut r, &[c, 1, 1]),
+            rand_tensor(&mut r, &[c, 1, 1]),
+        );
+        let scale = rand_tensor(&mut r, &[entries, c, 1, 1]);
+        let shift = rand_tensor(&mut r, &[entries, c, 1, 1]);
+        let mut run = |op: &Op, inputs: &[Tensor]| cpu.execute(op, inputs, &mut ctx).unwrap();
+        let plain = [x.clone(), g.clone(), b.clone(), gamma.clone(), beta.clone()];
+        let normed = run(&Op::GroupNormAffine { groups, eps }, &plain);
+        let scaled = run(&Op::Mul, &[normed[0].clone(), scale.clone()]);
+        let modulated = run(&Op::Add, &[scaled[0].clone(), shift.clone()]);
+        let mut full = plain.to_vec();
+        full.extend([scale.clone(), shift.clone()]);
+        for act in [None, Some(Op::Silu), Some(Op::Gelu)] {
+            for (inputs, before) in [(&plain[..], &normed[0]), (&full[..], &modulated[0])] {
+                let op = Op::FusedGroupNorm {
+                    groups,
+                    eps,
+                    act: act.clone().map(Box::new),
+                };
+                let want = match &act {
+                    Some(a) => run(a, std::slice::from_ref(before)).remove(0),
+                    None => before.clone(),
+                };
+                let got = run(&op, inputs);
+                assert_eq!(
+                    got[0].as_f32().unwrap(),
+                    want.as_f32().unwrap(),
+                    "{op:?} vs its ops ({shape:?}, {} inputs)",
+                    inputs.len()
+                );
+                check_op(&op, inputs, 1e-4, 2);
+            }
+        }
+    }
+    // Modulation of another channel count, of another batch, or not per channel: errors.
+    let x = rand_tensor(&mut r, &[2, 8, 3, 5]);
+    let (g, b) = (rand_tensor(&mut r, &[4]), rand_tensor(&mut r, &[4]));
+    let (gamma, beta) = (rand_tensor(&mut r, &[8]), rand_tensor(&mut r, &[8]));
+    let op = Op::FusedGroupNorm {
+        groups: 4,
+        eps: 1e-5,
+        act: None,
+    };
+    for bad in [[2, 4, 1, 1], [3, 8, 1, 1], [2, 8, 3, 1]] {
+        let m = rand_tensor(&mut r, &bad);
+        let inputs = [
+            x.clone(),
+            g.clone(),
+            b.clone(),
+            gamma.clone(),
+            beta.clone(),
+            m.clone(),
+            m,
+        ];
+        assert!(
+            cpu.execute(&op, &inputs, &mut ctx).is_err(),
+            "modulation {bad:?} for x [2, 8, 3, 5] accepted"
+        );
+    }
+}
+
 /// `SdpaBatch` against an independent formulation: per sequence, `Sdpa` over all `L`
 /// padded key rows with a padding mask (reference), and the cpu backend against the
 /// reference — sequences shorter than a key tile, shorter and longer than a query block,

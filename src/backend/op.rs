@@ -233,6 +233,20 @@ pub enum Op {
         /// Added to the variance.
         eps: f32,
     },
+    /// `[x [B, C, ..], g [G], b [G], gamma (C values), beta (C values), scale?, shift?] ->
+    /// [act(GroupNormAffine(x, g, b, gamma, beta) * scale + shift)]`: `GroupNormAffine`,
+    /// then, with the two optional inputs (each `[B or 1, C, 1, ..]`, x's rank), `Mul` by
+    /// `scale` and `Add` of `shift` (a per batch entry and channel modulation, as a
+    /// diffusion ResNet block applies its time embedding), then the element-wise `act`
+    /// where given; same arithmetic as those ops in turn.
+    FusedGroupNorm {
+        /// Number of channel groups `G` (divides C).
+        groups: usize,
+        /// Added to the variance.
+        eps: f32,
+        /// An op for which [`Op::is_unary_map`] holds, or none.
+        act: Option<Box<Op>>,
+    },
     /// `[x [S, H, d], cos [P, rot/2]?, sin [P, rot/2]?] -> [rotated x]`.
     /// Row s is at position `pos + s`. Without the cos/sin cache the angles are
     /// computed from `base` (in f64).
@@ -628,6 +642,7 @@ impl Op {
             Op::LayerNorm { .. } => "LayerNorm",
             Op::GroupNorm { .. } => "GroupNorm",
             Op::GroupNormAffine { .. } => "GroupNormAffine",
+            Op::FusedGroupNorm { .. } => "FusedGroupNorm",
             Op::Rope { .. } => "Rope",
             Op::Silu => "Silu",
             Op::Gelu => "Gelu",
@@ -1075,6 +1090,43 @@ impl Op {
                     }
                 }
                 Ok(vec![f32_out(x.to_vec())])
+            }
+            Op::FusedGroupNorm {
+                groups,
+                eps,
+                act: activation,
+            } => {
+                arity(5, 7)?;
+                if inputs.len() == 6 {
+                    return Err(mismatch(self, &[5, 7], &[6]));
+                }
+                let normed = Op::GroupNormAffine {
+                    groups: *groups,
+                    eps: *eps,
+                }
+                .infer(&inputs[..5])?;
+                let x = act(0)?;
+                for i in 5..inputs.len() {
+                    let t = act(i)?;
+                    let per_entry = t.len() == x.len()
+                        && (t[0] == 1 || t[0] == x[0])
+                        && t[1] == x[1]
+                        && t[2..].iter().all(|&d| d == 1);
+                    if !per_entry {
+                        return Err(mismatch(self, x, t));
+                    }
+                }
+                if let Some(a) = activation.as_deref().filter(|a| !a.is_unary_map()) {
+                    return Err(ExecutionError::UnsupportedOp {
+                        op: format!(
+                            "FusedGroupNorm (activation {} is not element-wise)",
+                            a.name()
+                        ),
+                        backend: "any".into(),
+                        input_dtype: DType::F32,
+                    });
+                }
+                Ok(normed)
             }
             Op::Rope { rot_dim, pos, .. } => {
                 if inputs.len() != 1 && inputs.len() != 3 {

@@ -23,7 +23,7 @@ const LANES: usize = 16;
 /// element-wise map computes the same operations in the same order either way,
 /// so results do not depend on the path.
 #[inline(always)]
-fn vectorized<R>(f: impl FnOnce() -> R) -> R {
+pub(super) fn vectorized<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]
     if super::super::kernels::avx512_detected() {
         // SAFETY: the CPU has AVX-512F (checked above).
@@ -183,6 +183,24 @@ pub(super) fn unary(pool: &ThreadPool, op: &Op, x: &[f32], y: &mut [f32]) -> boo
 /// of `rows` (rows of `bias.len()` values), then the element-wise unary op `act` where given
 /// — the values of the `Add` and unary ops.
 pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
+    vectorized(
+        #[inline(always)]
+        || {
+            for row in rows.chunks_exact_mut(bias.len().max(1)) {
+                for (o, &b) in row.iter_mut().zip(bias) {
+                    *o += b;
+                }
+            }
+        },
+    );
+    if let Some(op) = act {
+        unary_in_place(op, rows);
+    }
+}
+
+/// `y = op(y)` in place on the calling thread, for element-wise unary op `op` (the values
+/// of [`unary`]); `false` when `op` is not one.
+pub(super) fn unary_in_place(op: &Op, y: &mut [f32]) -> bool {
     struct InPlace<'a>(&'a mut [f32]);
     impl UnaryUse for InPlace<'_> {
         fn apply(self, _cost: usize, f: impl Fn(f32) -> f32 + Copy + Sync + Send) {
@@ -196,19 +214,7 @@ pub(super) fn bias_act(rows: &mut [f32], bias: &[f32], act: Option<&Op>) {
             )
         }
     }
-    vectorized(
-        #[inline(always)]
-        || {
-            for row in rows.chunks_exact_mut(bias.len().max(1)) {
-                for (o, &b) in row.iter_mut().zip(bias) {
-                    *o += b;
-                }
-            }
-        },
-    );
-    if let Some(op) = act {
-        with_unary(op, InPlace(rows));
-    }
+    with_unary(op, InPlace(y))
 }
 
 /// The inputs of [`bias_add_norm`] besides the rows.

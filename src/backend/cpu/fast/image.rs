@@ -2,10 +2,11 @@
 //! the f32 gemm kernel, `BatchMatmul` on the same kernel, and broadcast
 //! element-wise ops by rows (no per-value index arithmetic).
 
-use super::elementwise::lane_sum;
+use super::elementwise::{lane_sum, unary_in_place, vectorized};
 use super::par::chunks;
 use crate::backend::cpu::kernels;
 use crate::backend::cpu::reference::image::{batch_plan, transpose, BatchPlan, Conv2dArgs};
+use crate::backend::Op;
 use crate::dtype::DType;
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -267,12 +268,20 @@ pub(super) struct GroupNormArgs<'a> {
     pub eps: f32,
     /// A per-channel scale and shift after the norm's own (`GroupNormAffine`).
     pub affine: Option<(&'a [f32], &'a [f32])>,
+    /// Then a scale and shift per batch entry and channel (`FusedGroupNorm`'s modulation):
+    /// `[B or 1, C]` values each, read at `b * step + c` (`step` C, or 0 for one entry).
+    /// Only with `affine`.
+    pub modulation: Option<[(&'a [f32], usize); 2]>,
+    /// Then an element-wise unary op.
+    pub act: Option<&'a Op>,
 }
 
-/// `GroupNorm` / `GroupNormAffine` (see [`Op::GroupNorm`]) with the groups in parallel:
-/// per group the mean, then the variance about it (two passes, sums in f64 partial sums),
-/// then `(x - mean) / sqrt(var + eps)` scaled and shifted per channel (twice when affine:
-/// the norm's gain and bias, then `gamma` and `beta`, in that order of operations).
+/// `GroupNorm` / `GroupNormAffine` / `FusedGroupNorm` (see [`Op::FusedGroupNorm`]) with the
+/// groups in parallel: per group the mean, then the variance about it (two passes, sums in
+/// f64 partial sums), then `(x - mean) / sqrt(var + eps)` scaled and shifted per channel
+/// (twice when affine: the norm's gain and bias, then `gamma` and `beta`; a third time when
+/// modulated), then the activation; the same f32 operations in the same order as those ops
+/// one after another.
 pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mut [f32]) {
     let c = a.shape[1];
     let rest: usize = a.shape[2..].iter().product();
@@ -287,7 +296,7 @@ pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mu
                 let var = lane_sum(xg, |v| (f64::from(v) - mean).powi(2)) / n;
                 let inv = (1.0 / (var + a.eps as f64).sqrt()) as f32;
                 let mean = mean as f32;
-                let first = (gi % a.groups) * (c / a.groups);
+                let (entry, first) = (gi / a.groups, (gi % a.groups) * (c / a.groups));
                 for (ci, (yc, xc)) in yg
                     .chunks_mut(rest.max(1))
                     .zip(xg.chunks(rest.max(1)))
@@ -295,18 +304,31 @@ pub(super) fn group_norm(pool: &ThreadPool, x: &[f32], a: &GroupNormArgs, y: &mu
                 {
                     let ch = first + ci;
                     let (g, b) = (a.gain[ch], a.bias[ch]);
-                    match a.affine {
-                        None => {
-                            for (o, &v) in yc.iter_mut().zip(xc) {
-                                *o = (v - mean) * inv * g + b;
+                    vectorized(
+                        #[inline(always)]
+                        || match (a.affine, a.modulation) {
+                            (None, _) => {
+                                for (o, &v) in yc.iter_mut().zip(xc) {
+                                    *o = (v - mean) * inv * g + b;
+                                }
                             }
-                        }
-                        Some((gamma, beta)) => {
-                            let (s, t) = (gamma[ch], beta[ch]);
-                            for (o, &v) in yc.iter_mut().zip(xc) {
-                                *o = ((v - mean) * inv * g + b) * s + t;
+                            (Some((gamma, beta)), None) => {
+                                let (s, t) = (gamma[ch], beta[ch]);
+                                for (o, &v) in yc.iter_mut().zip(xc) {
+                                    *o = ((v - mean) * inv * g + b) * s + t;
+                                }
                             }
-                        }
+                            (Some((gamma, beta)), Some([(scale, ms), (shift, us)])) => {
+                                let (s, t) = (gamma[ch], beta[ch]);
+                                let (m, u) = (scale[entry * ms + ch], shift[entry * us + ch]);
+                                for (o, &v) in yc.iter_mut().zip(xc) {
+                                    *o = (((v - mean) * inv * g + b) * s + t) * m + u;
+                                }
+                            }
+                        },
+                    );
+                    if let Some(op) = a.act {
+                        unary_in_place(op, yc);
                     }
                 }
             })

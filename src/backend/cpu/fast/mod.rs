@@ -182,32 +182,26 @@ pub fn execute(
                 groups: *groups,
                 eps: *eps,
                 affine: None,
+                modulation: None,
+                act: None,
             };
             one(ctx.tensor_with(shape0, false, |y| {
                 image::group_norm(pool, &x, &args, y);
                 Ok(())
             })?)
         }
-        Op::GroupNormAffine { groups, eps } => {
-            let (x, g, b) = (read(0)?, read(1)?, read(2)?);
-            let (gamma, beta) = (read(3)?, read(4)?);
-            let c = infos[0].shape[1];
-            let per = c / groups;
-            let gain: Vec<f32> = (0..c).map(|ch| g[ch / per]).collect();
-            let bias: Vec<f32> = (0..c).map(|ch| b[ch / per]).collect();
-            let args = image::GroupNormArgs {
-                shape: &infos[0].shape,
-                gain: &gain,
-                bias: &bias,
-                groups: *groups,
-                eps: *eps,
-                affine: Some((&gamma, &beta)),
-            };
-            one(ctx.tensor_with(shape0, false, |y| {
-                image::group_norm(pool, &x, &args, y);
-                Ok(())
-            })?)
-        }
+        Op::GroupNormAffine { groups, eps } => one(fused_group_norm(
+            pool, inputs, &infos, *groups, *eps, None, ctx,
+        )?),
+        Op::FusedGroupNorm { groups, eps, act } => one(fused_group_norm(
+            pool,
+            inputs,
+            &infos,
+            *groups,
+            *eps,
+            act.as_deref(),
+            ctx,
+        )?),
         Op::Concat { axis } => {
             let parts = (0..inputs.len()).map(read).collect::<Result<Vec<_>, _>>()?;
             let slices: Vec<(&[f32], &[usize])> = parts
@@ -429,4 +423,47 @@ pub fn execute(
         }
         _ => reference::execute(op, inputs),
     }
+}
+
+/// `GroupNormAffine`, or `FusedGroupNorm` with its activation `act` (see
+/// [`Op::FusedGroupNorm`]), through [`image::group_norm`].
+fn fused_group_norm(
+    pool: &ThreadPool,
+    inputs: &[Tensor],
+    infos: &[TensorInfo],
+    groups: usize,
+    eps: f32,
+    act: Option<&Op>,
+    ctx: &mut ExecContext,
+) -> Result<Tensor, ExecutionError> {
+    let read = |i: usize| inputs[i].read_f32("FusedGroupNorm");
+    let (x, g, b) = (read(0)?, read(1)?, read(2)?);
+    let (gamma, beta) = (read(3)?, read(4)?);
+    let modulation = match inputs.len() {
+        7 => Some((read(5)?, read(6)?)),
+        _ => None,
+    };
+    let shape = &infos[0].shape;
+    let c = shape[1];
+    let per = c / groups;
+    let gain: Vec<f32> = (0..c).map(|ch| g[ch / per]).collect();
+    let bias: Vec<f32> = (0..c).map(|ch| b[ch / per]).collect();
+    // One entry of scale / shift serves every batch entry (the broadcast of `Mul` / `Add`).
+    let step = |t: &TensorInfo| if t.shape[0] == 1 { 0 } else { c };
+    let args = image::GroupNormArgs {
+        shape,
+        gain: &gain,
+        bias: &bias,
+        groups,
+        eps,
+        affine: Some((&gamma, &beta)),
+        modulation: modulation
+            .as_ref()
+            .map(|(s, t)| [(&s[..], step(&infos[5])), (&t[..], step(&infos[6]))]),
+        act,
+    };
+    ctx.tensor_with(shape, false, |y| {
+        image::group_norm(pool, &x, &args, y);
+        Ok(())
+    })
 }

@@ -217,6 +217,21 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect())
         }
+        Op::FusedGroupNorm { groups, eps, act } => {
+            let norm = Op::GroupNormAffine {
+                groups: *groups,
+                eps: *eps,
+            };
+            let mut y = execute(&norm, &inputs[..5])?.remove(0);
+            if let [scale, shift] = &inputs[5..] {
+                y = execute(&Op::Mul, &[y, scale.clone()])?.remove(0);
+                y = execute(&Op::Add, &[y, shift.clone()])?.remove(0);
+            }
+            match act {
+                Some(a) => execute(a, &[y]),
+                None => Ok(vec![y]),
+            }
+        }
         Op::GroupNorm { groups, eps } => one(norm::group_norm(
             &read(0)?,
             &infos[0].shape,

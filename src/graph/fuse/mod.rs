@@ -13,10 +13,15 @@
 //!   `torch.nn.GroupNorm`) becomes `GroupNormAffine(x, g, b, gamma, beta)` when each
 //!   step's output has no other consumer;
 //! - `Sigmoid(x) -> s`, `Mul(x, s)` becomes `Silu(x)` when `s` has no other
-//!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24).
+//!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24);
+//! - then, on the result, `GroupNormAffine` followed by a per batch entry and channel
+//!   `Mul` and `Add` and/or an element-wise activation becomes `FusedGroupNorm`
+//!   ([`group_norm`]).
 //!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
+
+mod group_norm;
 
 use crate::backend::Op;
 use crate::ir::{Graph, GraphOp, Node, Source};
@@ -32,11 +37,22 @@ fn producer(g: &Graph, v: usize) -> Option<usize> {
     }
 }
 
-fn fixed(node: &Node) -> Option<&Op> {
+pub(super) fn fixed(node: &Node) -> Option<&Op> {
     match &node.op {
         GraphOp::Fixed(op) => Some(op),
         _ => None,
     }
+}
+
+/// For each value, the nodes that read it (in node order).
+fn users(g: &Graph) -> Vec<Vec<usize>> {
+    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
+    for (ni, n) in g.nodes.iter().enumerate() {
+        for &i in &n.inputs {
+            users[i].push(ni);
+        }
+    }
+    users
 }
 
 /// Available at node `at`: not produced by a node at or after it.
@@ -46,14 +62,16 @@ fn available_before(g: &Graph, v: usize, at: usize) -> bool {
 
 /// Returns the fused graph and how many rewrites were made.
 pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
+    let (first, count) = fuse_first(graph, supports);
+    let (out, more) = group_norm::fuse_group_norms(&first, supports);
+    (out, count + more)
+}
+
+/// The rewrites other than [`group_norm`]'s, which runs on their result.
+fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let g = graph;
     let consumers = g.consumers();
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); g.values.len()];
-    for (ni, n) in g.nodes.iter().enumerate() {
-        for &i in &n.inputs {
-            users[i].push(ni);
-        }
-    }
+    let users = users(g);
     let mut removed = vec![false; g.nodes.len()];
     let mut replaced: Vec<Option<Node>> = vec![None; g.nodes.len()];
     let mut count = 0;
@@ -321,6 +339,12 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         count += 1;
     }
 
+    (rebuild(g, &removed, &replaced), count)
+}
+
+/// `g` without the `removed` nodes and with the `replaced` ones swapped in, each value's
+/// source pointing at its node's new index.
+fn rebuild(g: &Graph, removed: &[bool], replaced: &[Option<Node>]) -> Graph {
     let mut out = g.clone();
     out.nodes.clear();
     for (ni, node) in g.nodes.iter().enumerate() {
@@ -334,5 +358,5 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         }
         out.nodes.push(node);
     }
-    (out, count)
+    out
 }

@@ -1,0 +1,100 @@
+//! `GroupNormAffine(x) -> n`, then `Mul(n, scale)` and `Add(.., shift)` with `scale` and
+//! `shift` per batch entry and channel (`[B or 1, C, 1, ..]`), and/or an element-wise
+//! unary op, becomes one `FusedGroupNorm` (see [`Op::FusedGroupNorm`]) when each step's
+//! output has no other consumer: a diffusion ResNet block's norm, time-embedding
+//! modulation and SiLU in one pass over the activations instead of four.
+
+use super::{fixed, rebuild, users, Supports};
+use crate::backend::Op;
+use crate::ir::{Graph, GraphOp, Node};
+
+/// Returns the fused graph and how many rewrites were made.
+pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize) {
+    let consumers = g.consumers();
+    let users = users(g);
+    let only_user = |v: usize| -> Option<usize> {
+        (consumers[v] == 1)
+            .then(|| users[v].first().copied())
+            .flatten()
+    };
+    let mut removed = vec![false; g.nodes.len()];
+    let mut replaced: Vec<Option<Node>> = vec![None; g.nodes.len()];
+    let mut count = 0;
+    for (ni, norm) in g.nodes.iter().enumerate() {
+        let Some(&Op::GroupNormAffine { groups, eps }) = fixed(norm) else {
+            continue;
+        };
+        let x = norm.inputs[0];
+        let mut inputs = norm.inputs.clone();
+        let mut chain = vec![ni];
+        let mut out = norm.outputs[0];
+        if let Some((scale, shift, mul, add)) = modulation(g, x, out, &only_user) {
+            inputs.extend([scale, shift]);
+            chain.extend([mul, add]);
+            out = g.nodes[add].outputs[0];
+        }
+        let mut act = None;
+        if let Some(ai) = only_user(out) {
+            let node = &g.nodes[ai];
+            if let Some(op) = fixed(node).filter(|op| op.is_unary_map()) {
+                act = Some(Box::new(op.clone()));
+                chain.push(ai);
+            }
+        }
+        if chain.len() == 1 || chain.iter().any(|&n| removed[n] || replaced[n].is_some()) {
+            continue;
+        }
+        let last = &g.nodes[chain[chain.len() - 1]];
+        let op = Op::FusedGroupNorm { groups, eps, act };
+        if !supports(last, &op, &inputs, g) {
+            continue;
+        }
+        replaced[chain[chain.len() - 1]] = Some(Node {
+            id: norm.id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs: last.outputs.clone(),
+            backend_hint: last.backend_hint.clone(),
+        });
+        for &n in &chain[..chain.len() - 1] {
+            removed[n] = true;
+        }
+        count += 1;
+    }
+    (rebuild(g, &removed, &replaced), count)
+}
+
+/// `Mul(n, scale) -> m`, `Add(m, shift)` (either operand order) as `(scale, shift, the Mul
+/// node, the Add node)`, where `n` (the norm of `x`) and `m` have one consumer each, both operands are
+/// `[B or 1, C, 1, ..]` of x's rank, and the products keep x's shape.
+fn modulation(
+    g: &Graph,
+    x: usize,
+    n: usize,
+    only_user: &dyn Fn(usize) -> Option<usize>,
+) -> Option<(usize, usize, usize, usize)> {
+    let xs = &g.values[x].shape;
+    let c = xs.get(1).copied().flatten()?;
+    let per_entry = |v: usize| {
+        let s = &g.values[v].shape;
+        s.len() == xs.len()
+            && (s[0] == Some(1) || s[0] == xs[0])
+            && s[1] == Some(c)
+            && s[2..].iter().all(|&d| d == Some(1))
+    };
+    // The other operand of binary node `node` of `op`, when `v` is one of its two and the
+    // result keeps x's shape.
+    let other = |node: &Node, op: Op, v: usize| {
+        let [a, b] = node.inputs[..] else { return None };
+        let keeps = g.values[node.outputs[0]].shape == *xs;
+        let o = if a == v { b } else { a };
+        (fixed(node) == Some(&op) && (a == v || b == v) && o != v && keeps && per_entry(o))
+            .then_some(o)
+    };
+    let mi = only_user(n)?;
+    let scale = other(&g.nodes[mi], Op::Mul, n)?;
+    let m = g.nodes[mi].outputs[0];
+    let ai = only_user(m)?;
+    let shift = other(&g.nodes[ai], Op::Add, m)?;
+    Some((scale, shift, mi, ai))
+}
