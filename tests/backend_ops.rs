@@ -808,6 +808,55 @@ fn fused_group_norm_equals_its_composition() {
     }
 }
 
+/// `FusedAttention` against `BatchMatmul`, `Softmax`, `BatchMatmul` (reference), on the cpu
+/// backend (the tiled kernels for long sequences, the row kernels for short ones or odd
+/// value widths) and on the reference; mismatched operands are errors.
+#[test]
+fn fused_attention_equals_its_composition() {
+    use cyb_llm::backend::cpu::{reference, CpuBackend};
+    use cyb_llm::backend::{Backend, ExecContext};
+    let mut r = rng("fused_attention");
+    let cpu = CpuBackend::new(2).unwrap();
+    let mut ctx = ExecContext::new(2);
+    for [n, l, d, s, e] in [
+        [2, 1024, 32, 1024, 32],
+        [3, 5, 8, 7, 3],
+        [1, 64, 16, 300, 17],
+    ] {
+        let q = rand_tensor(&mut r, &[n, l, d]);
+        let kt = rand_tensor(&mut r, &[n, d, s]);
+        let v = rand_tensor(&mut r, &[n, s, e]);
+        let scores = reference::execute(&Op::BatchMatmul, &[q.clone(), kt.clone()]).unwrap();
+        let p = reference::execute(&Op::Softmax, &scores).unwrap();
+        let want = reference::execute(&Op::BatchMatmul, &[p[0].clone(), v.clone()]).unwrap();
+        let inputs = [q, kt, v];
+        for (got, on) in [
+            (cpu.execute(&Op::FusedAttention, &inputs, &mut ctx), "cpu"),
+            (
+                reference::execute(&Op::FusedAttention, &inputs),
+                "reference",
+            ),
+        ] {
+            let got = got.unwrap();
+            assert_eq!(got[0].shape(), want[0].shape());
+            let err = rel_err(got[0].as_f32().unwrap(), want[0].as_f32().unwrap());
+            assert!(err <= 1e-4, "{on} [{n}, {l}, {d}, {s}, {e}]: {err}");
+        }
+    }
+    let q = rand_tensor(&mut r, &[2, 4, 8]);
+    for (kt, v) in [
+        ([2, 7, 5], [2, 5, 3]),
+        ([1, 8, 5], [1, 5, 3]),
+        ([2, 8, 5], [2, 6, 3]),
+    ] {
+        let inputs = [q.clone(), rand_tensor(&mut r, &kt), rand_tensor(&mut r, &v)];
+        assert!(
+            cpu.execute(&Op::FusedAttention, &inputs, &mut ctx).is_err(),
+            "q [2, 4, 8], kt {kt:?}, v {v:?} accepted"
+        );
+    }
+}
+
 /// `SdpaBatch` against an independent formulation: per sequence, `Sdpa` over all `L`
 /// padded key rows with a padding mask (reference), and the cpu backend against the
 /// reference — sequences shorter than a key tile, shorter and longer than a query block,

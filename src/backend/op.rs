@@ -412,6 +412,11 @@ pub enum Op {
         /// Real rows of each sequence, each in `1..=L`.
         lengths: Vec<usize>,
     },
+    /// `[q [.., L, d], kt [.., d, S], v [.., S, e]] -> [softmax(q kt) v [.., L, e]]`, the
+    /// same leading dims on all three, the softmax over each row of `S` scores, no scale
+    /// and no mask: `BatchMatmul`, `Softmax`, `BatchMatmul` in turn (an exported attention
+    /// whose scale is already in q or k), without the `[.., L, S]` scores in memory.
+    FusedAttention,
     /// `[x] -> [i64 [rank]]`: the dimensions of `x` (any dtype).
     Shape,
     /// `[x] -> [y]`, `x` converted to `dtype` (f32, i64 or bool): a float to i64
@@ -681,6 +686,7 @@ impl Op {
             Op::MatmulBias { .. } => "MatmulBias",
             Op::FusedLinearAddNorm { .. } => "FusedLinearAddNorm",
             Op::SdpaBatch { .. } => "SdpaBatch",
+            Op::FusedAttention => "FusedAttention",
             Op::FusedRopeAppend { .. } => "FusedRopeAppend",
             Op::Shape => "Shape",
             Op::Cast(_) => "Cast",
@@ -1274,6 +1280,24 @@ impl Op {
                 }
                 let lout = span / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
+            }
+            Op::FusedAttention => {
+                arity(3, 3)?;
+                let (q, kt, v) = (act(0)?, act(1)?, act(2)?);
+                let r = q.len();
+                let fits = r >= 2
+                    && kt.len() == r
+                    && v.len() == r
+                    && kt[..r - 2] == q[..r - 2]
+                    && v[..r - 2] == q[..r - 2]
+                    && kt[r - 2] == q[r - 1]
+                    && v[r - 2] == kt[r - 1];
+                if !fits {
+                    return Err(mismatch(self, q, if kt.len() == r { v } else { kt }));
+                }
+                let mut out = q.to_vec();
+                out[r - 1] = v[r - 1];
+                Ok(vec![f32_out(out)])
             }
             Op::BatchMatmul => {
                 arity(2, 2)?;

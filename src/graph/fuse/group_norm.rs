@@ -4,22 +4,13 @@
 //! output has no other consumer: a diffusion ResNet block's norm, time-embedding
 //! modulation and SiLU in one pass over the activations instead of four.
 
-use super::{fixed, rebuild, users, Supports};
+use super::{fixed, Pass, Supports};
 use crate::backend::Op;
 use crate::ir::{Graph, GraphOp, Node};
 
 /// Returns the fused graph and how many rewrites were made.
 pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize) {
-    let consumers = g.consumers();
-    let users = users(g);
-    let only_user = |v: usize| -> Option<usize> {
-        (consumers[v] == 1)
-            .then(|| users[v].first().copied())
-            .flatten()
-    };
-    let mut removed = vec![false; g.nodes.len()];
-    let mut replaced: Vec<Option<Node>> = vec![None; g.nodes.len()];
-    let mut count = 0;
+    let mut pass = Pass::new(g);
     for (ni, norm) in g.nodes.iter().enumerate() {
         let Some(&Op::GroupNormAffine { groups, eps }) = fixed(norm) else {
             continue;
@@ -28,20 +19,19 @@ pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize)
         let mut inputs = norm.inputs.clone();
         let mut chain = vec![ni];
         let mut out = norm.outputs[0];
-        if let Some((scale, shift, mul, add)) = modulation(g, x, out, &only_user) {
+        if let Some((scale, shift, mul, add)) = modulation(g, x, out, &|v| pass.only_user(v)) {
             inputs.extend([scale, shift]);
             chain.extend([mul, add]);
             out = g.nodes[add].outputs[0];
         }
         let mut act = None;
-        if let Some(ai) = only_user(out) {
-            let node = &g.nodes[ai];
-            if let Some(op) = fixed(node).filter(|op| op.is_unary_map()) {
+        if let Some(ai) = pass.only_user(out) {
+            if let Some(op) = fixed(&g.nodes[ai]).filter(|op| op.is_unary_map()) {
                 act = Some(Box::new(op.clone()));
                 chain.push(ai);
             }
         }
-        if chain.len() == 1 || chain.iter().any(|&n| removed[n] || replaced[n].is_some()) {
+        if chain.len() == 1 || chain.iter().any(|&n| pass.touched(n)) {
             continue;
         }
         let last = &g.nodes[chain[chain.len() - 1]];
@@ -49,19 +39,16 @@ pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize)
         if !supports(last, &op, &inputs, g) {
             continue;
         }
-        replaced[chain[chain.len() - 1]] = Some(Node {
+        let node = Node {
             id: norm.id,
             op: GraphOp::Fixed(op),
             inputs,
             outputs: last.outputs.clone(),
             backend_hint: last.backend_hint.clone(),
-        });
-        for &n in &chain[..chain.len() - 1] {
-            removed[n] = true;
-        }
-        count += 1;
+        };
+        pass.rewrite(&chain, node);
     }
-    (rebuild(g, &removed, &replaced), count)
+    pass.finish()
 }
 
 /// `Mul(n, scale) -> m`, `Add(m, shift)` (either operand order) as `(scale, shift, the Mul

@@ -16,11 +16,13 @@
 //!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24);
 //! - then, on the result, `GroupNormAffine` followed by a per batch entry and channel
 //!   `Mul` and `Add` and/or an element-wise activation becomes `FusedGroupNorm`
-//!   ([`group_norm`]).
+//!   ([`group_norm`]);
+//! - and `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` ([`attention`]).
 //!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
 
+mod attention;
 mod group_norm;
 
 use crate::backend::Op;
@@ -37,7 +39,7 @@ fn producer(g: &Graph, v: usize) -> Option<usize> {
     }
 }
 
-pub(super) fn fixed(node: &Node) -> Option<&Op> {
+fn fixed(node: &Node) -> Option<&Op> {
     match &node.op {
         GraphOp::Fixed(op) => Some(op),
         _ => None,
@@ -63,8 +65,9 @@ fn available_before(g: &Graph, v: usize, at: usize) -> bool {
 /// Returns the fused graph and how many rewrites were made.
 pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let (first, count) = fuse_first(graph, supports);
-    let (out, more) = group_norm::fuse_group_norms(&first, supports);
-    (out, count + more)
+    let (normed, norms) = group_norm::fuse_group_norms(&first, supports);
+    let (out, attentions) = attention::fuse_attention(&normed, supports);
+    (out, count + norms + attentions)
 }
 
 /// The rewrites other than [`group_norm`]'s, which runs on their result.
@@ -340,6 +343,57 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     }
 
     (rebuild(g, &removed, &replaced), count)
+}
+
+/// The state of one rewrite pass over a graph: each value's consumers (graph outputs
+/// count) and reading nodes, the nodes dropped and the nodes swapped in so far.
+struct Pass<'g> {
+    g: &'g Graph,
+    consumers: Vec<usize>,
+    users: Vec<Vec<usize>>,
+    removed: Vec<bool>,
+    replaced: Vec<Option<Node>>,
+    count: usize,
+}
+
+impl<'g> Pass<'g> {
+    fn new(g: &'g Graph) -> Self {
+        Pass {
+            g,
+            consumers: g.consumers(),
+            users: users(g),
+            removed: vec![false; g.nodes.len()],
+            replaced: vec![None; g.nodes.len()],
+            count: 0,
+        }
+    }
+
+    /// The node that reads `v`, when it is `v`'s only consumer.
+    fn only_user(&self, v: usize) -> Option<usize> {
+        (self.consumers[v] == 1)
+            .then(|| self.users[v].first().copied())
+            .flatten()
+    }
+
+    /// Whether a rewrite already dropped or replaced node `n`.
+    fn touched(&self, n: usize) -> bool {
+        self.removed[n] || self.replaced[n].is_some()
+    }
+
+    /// Node `chain[last]` becomes `node`, the rest of `chain` goes.
+    fn rewrite(&mut self, chain: &[usize], node: Node) {
+        let (&last, rest) = chain.split_last().expect("a chain of nodes");
+        self.replaced[last] = Some(node);
+        for &n in rest {
+            self.removed[n] = true;
+        }
+        self.count += 1;
+    }
+
+    /// The rewritten graph and how many rewrites were made.
+    fn finish(self) -> (Graph, usize) {
+        (rebuild(self.g, &self.removed, &self.replaced), self.count)
+    }
 }
 
 /// `g` without the `removed` nodes and with the `replaced` ones swapped in, each value's

@@ -5,6 +5,7 @@
 //! machines use [`super::attention::sdpa`].
 
 use super::attention::SdpaArgs;
+use crate::backend::cpu::reference::image::transpose;
 use crate::backend::op::Mask;
 
 /// Query rows per register tile.
@@ -125,6 +126,46 @@ pub(super) fn sdpa_batch(
                 super::attention::sdpa(pool, &seq, qs, ks, vs, o);
             });
     });
+}
+
+/// [`Op::FusedAttention`](crate::backend::Op::FusedAttention) of `q [n, l, d]`,
+/// `kt [n, d, s]` and `v [n, s, e]` into `out [n, l, e]`: per leading index, the keys
+/// transposed out of `kt`, then one head of scale 1 without a mask through [`sdpa`] where it
+/// [`applies`], else [`super::attention::sdpa`].
+pub(super) fn fused_attention(
+    pool: &rayon::ThreadPool,
+    [n, l, d, s, e]: [usize; 5],
+    q: &[f32],
+    kt: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) {
+    if s == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let unmasked = Mask::None;
+    let a = SdpaArgs {
+        heads: 1,
+        kv_heads: 1,
+        d,
+        dv: e,
+        scale: 1.0,
+        mask: &unmasked,
+        q_pos: 0,
+        kv_len: s,
+    };
+    let mut k = vec![0.0f32; s * d];
+    for i in 0..n {
+        transpose(&kt[i * d * s..][..d * s], d, s, &mut k);
+        let (qi, vi) = (&q[i * l * d..][..l * d], &v[i * s * e..][..s * e]);
+        let oi = &mut out[i * l * e..][..l * e];
+        if applies(&a, l) {
+            sdpa(pool, &a, qi, &k, vi, oi);
+        } else {
+            super::attention::sdpa(pool, &a, qi, &k, vi, oi);
+        }
+    }
 }
 
 /// The key panels of one call: the tile width (AVX-512 tiles are twice as wide: keys per

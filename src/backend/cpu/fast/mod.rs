@@ -339,6 +339,22 @@ pub fn execute(
             let y = linear::matmul(pool, &inputs[0], &inputs[1], Some(&finish), shape0, ctx)?;
             one(y)
         }
+        Op::FusedAttention => {
+            let (q, kt, v) = (read(0)?, read(1)?, read(2)?);
+            let (qs, vs) = (&infos[0].shape, &infos[2].shape);
+            let r = qs.len();
+            let dims = [
+                qs[..r - 2].iter().product(),
+                qs[r - 2],
+                qs[r - 1],
+                vs[r - 2],
+                vs[r - 1],
+            ];
+            one(ctx.tensor_with(shape0, false, |y| {
+                attention_block::fused_attention(pool, dims, &q, &kt, &v, y);
+                Ok(())
+            })?)
+        }
         Op::SdpaBatch { scale, lengths } => {
             let (q, k, v) = (read(0)?, read(1)?, read(2)?);
             let d = infos[0].shape[2];

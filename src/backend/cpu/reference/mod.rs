@@ -217,6 +217,11 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect())
         }
+        Op::FusedAttention => {
+            let scores = execute(&Op::BatchMatmul, &inputs[..2])?;
+            let p = execute(&Op::Softmax, &scores)?.remove(0);
+            execute(&Op::BatchMatmul, &[p, inputs[2].clone()])
+        }
         Op::FusedGroupNorm { groups, eps, act } => {
             let norm = Op::GroupNormAffine {
                 groups: *groups,
