@@ -808,6 +808,91 @@ fn fused_group_norm_equals_its_composition() {
     }
 }
 
+/// `FusedConvAdd` gives exactly `Conv2d`, `Reshape` to the residual's shape, `Add` on the
+/// cpu backend (the direct kernel's tiles, stored in place and through its tile buffer, and
+/// the im2col path for strided convolutions) and the reference within the one-op
+/// tolerance; a residual of another size is an error.
+#[test]
+fn fused_conv_add_equals_its_composition() {
+    use cyb_llm::backend::cpu::CpuBackend;
+    use cyb_llm::backend::{Backend, ExecContext};
+    let mut r = rng("fused_conv_add");
+    let cpu = CpuBackend::new(2).unwrap();
+    let mut ctx = ExecContext::new(2);
+    let conv = |stride: [usize; 2], pads: [usize; 4], dilation: [usize; 2]| Op::Conv2d {
+        stride,
+        pads,
+        dilation,
+        groups: 1,
+    };
+    let cases = [
+        // 1-D as Piper's decoder runs it (a rank-3 residual), dilated.
+        (
+            [1, 32, 1, 3000],
+            [32, 32, 1, 3],
+            conv([1, 1], [0, 3, 0, 3], [1, 3]),
+            true,
+        ),
+        // 3x3 planes as the UNet's blocks (padded rows: the tile buffer), batch 2.
+        (
+            [2, 16, 20, 24],
+            [24, 16, 3, 3],
+            conv([1, 1], [1, 1, 1, 1], [1, 1]),
+            false,
+        ),
+        // 1x1 without padding (stored in place), no bias.
+        (
+            [1, 16, 32, 32],
+            [16, 16, 1, 1],
+            conv([1, 1], [0, 0, 0, 0], [1, 1]),
+            false,
+        ),
+        // Strided: not the direct kernel.
+        (
+            [1, 8, 9, 11],
+            [4, 8, 3, 3],
+            conv([2, 2], [1, 1, 1, 1], [1, 1]),
+            false,
+        ),
+    ];
+    for (i, (xs, ws, op, flat)) in cases.into_iter().enumerate() {
+        let x = rand_tensor(&mut r, &xs);
+        let w = rand_tensor(&mut r, &ws);
+        let mut inputs = vec![x, w];
+        if i != 2 {
+            inputs.push(rand_tensor(&mut r, &[ws[0]]));
+        }
+        let y = cpu.execute(&op, &inputs, &mut ctx).unwrap().remove(0);
+        let mut shape = y.shape().to_vec();
+        if flat {
+            shape.remove(2);
+        }
+        let residual = rand_tensor(&mut r, &shape);
+        let y = Tensor::from_f32(&shape, y.as_f32().unwrap().to_vec()).unwrap();
+        let want = cpu
+            .execute(&Op::Add, &[y, residual.clone()], &mut ctx)
+            .unwrap();
+        let fused = Op::FusedConvAdd {
+            conv: Box::new(op.clone()),
+        };
+        let mut all = vec![residual];
+        all.extend(inputs);
+        let got = cpu.execute(&fused, &all, &mut ctx).unwrap();
+        assert_eq!(got[0].shape(), want[0].shape(), "{op:?}");
+        assert_eq!(
+            got[0].as_f32().unwrap(),
+            want[0].as_f32().unwrap(),
+            "{op:?} {xs:?}: fused vs Conv2d then Add"
+        );
+        check_op(&fused, &all, 1e-4, 2);
+        all[0] = rand_tensor(&mut r, &[3]);
+        assert!(
+            cpu.execute(&fused, &all, &mut ctx).is_err(),
+            "residual [3] accepted for {xs:?}"
+        );
+    }
+}
+
 /// `FusedAttention` against `BatchMatmul`, `Softmax`, `BatchMatmul` (reference), on the cpu
 /// backend (the tiled kernels for long sequences, the row kernels for short ones or odd
 /// value widths) and on the reference; mismatched operands are errors.

@@ -48,8 +48,9 @@ fn unet_on_wgpu_matches_onnxruntime() {
 fn unet_fused_and_unfused_both_match_onnxruntime() {
     // The fusion pass rewrites the exported group norms (Reshape, InstanceNormalization,
     // Reshape, Mul, Add -> GroupNormAffine), x * sigmoid(x) (-> Silu), then each norm with
-    // its time-embedding Mul and Add and its Silu (-> FusedGroupNorm), and each attention's
-    // BatchMatmul, Softmax, BatchMatmul (-> FusedAttention).
+    // its time-embedding Mul and Add and its Silu (-> FusedGroupNorm), each attention's
+    // BatchMatmul, Softmax, BatchMatmul (-> FusedAttention), and each convolution with the
+    // residual Add after it (-> FusedConvAdd).
     let out = scratch_dir().join("fusion-count");
     let run = Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
         .args(["eval"])
@@ -67,7 +68,7 @@ fn unet_fused_and_unfused_both_match_onnxruntime() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "{stderr}");
-    assert!(stderr.contains("(392 fused groups)"), "{stderr}");
+    assert!(stderr.contains("(475 fused groups)"), "{stderr}");
     let fused = eval_case("b2", &["--backend", "cpu", "-t", "2"]);
     let unfused = eval_case("b2", &["--backend", "cpu", "-t", "2", "--no-fuse"]);
     assert!(

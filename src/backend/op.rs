@@ -412,6 +412,13 @@ pub enum Op {
         /// Real rows of each sequence, each in `1..=L`.
         lengths: Vec<usize>,
     },
+    /// `[r, x, w, b?] -> [reshape(conv(x, w, b), shape of r) + r]`: a convolution whose
+    /// output (as many values as `r`, in the same order) gets the residual `r` added (`conv`,
+    /// a `Reshape` where the graph has one, `Add` in turn).
+    FusedConvAdd {
+        /// The convolution: an [`Op::Conv2d`].
+        conv: Box<Op>,
+    },
     /// `[q [.., L, d], kt [.., d, S], v [.., S, e]] -> [softmax(q kt) v [.., L, e]]`, the
     /// same leading dims on all three, the softmax over each row of `S` scores, no scale
     /// and no mask: `BatchMatmul`, `Softmax`, `BatchMatmul` in turn (an exported attention
@@ -687,6 +694,7 @@ impl Op {
             Op::FusedLinearAddNorm { .. } => "FusedLinearAddNorm",
             Op::SdpaBatch { .. } => "SdpaBatch",
             Op::FusedAttention => "FusedAttention",
+            Op::FusedConvAdd { .. } => "FusedConvAdd",
             Op::FusedRopeAppend { .. } => "FusedRopeAppend",
             Op::Shape => "Shape",
             Op::Cast(_) => "Cast",
@@ -1280,6 +1288,25 @@ impl Op {
                 }
                 let lout = span / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
+            }
+            Op::FusedConvAdd { conv } => {
+                if !matches!(**conv, Op::Conv2d { .. }) || inputs.len() < 3 {
+                    return Err(ExecutionError::UnsupportedOp {
+                        op: format!(
+                            "FusedConvAdd (of {} with {} inputs)",
+                            conv.name(),
+                            inputs.len()
+                        ),
+                        backend: "any".into(),
+                        input_dtype: DType::F32,
+                    });
+                }
+                let y = conv.infer(&inputs[1..])?;
+                let r = act(0)?;
+                if y[0].numel() != inputs[0].numel() {
+                    return Err(mismatch(self, &y[0].shape, r));
+                }
+                Ok(vec![f32_out(r.to_vec())])
             }
             Op::FusedAttention => {
                 arity(3, 3)?;

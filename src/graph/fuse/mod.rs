@@ -17,12 +17,15 @@
 //! - then, on the result, `GroupNormAffine` followed by a per batch entry and channel
 //!   `Mul` and `Add` and/or an element-wise activation becomes `FusedGroupNorm`
 //!   ([`group_norm`]);
-//! - and `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` ([`attention`]).
+//! - `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` ([`attention`]);
+//! - and `Conv2d` (through a reshape) then `Add` of a residual becomes `FusedConvAdd`
+//!   ([`conv_add`]).
 //!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
 
 mod attention;
+mod conv_add;
 mod group_norm;
 
 use crate::backend::Op;
@@ -66,8 +69,9 @@ fn available_before(g: &Graph, v: usize, at: usize) -> bool {
 pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let (first, count) = fuse_first(graph, supports);
     let (normed, norms) = group_norm::fuse_group_norms(&first, supports);
-    let (out, attentions) = attention::fuse_attention(&normed, supports);
-    (out, count + norms + attentions)
+    let (attended, attentions) = attention::fuse_attention(&normed, supports);
+    let (out, convs) = conv_add::fuse_conv_add(&attended, supports);
+    (out, count + norms + attentions + convs)
 }
 
 /// The rewrites other than [`group_norm`]'s, which runs on their result.

@@ -101,6 +101,20 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    conv2d_add(pool, a, wide, [x, w], b, None, y);
+}
+
+/// [`conv2d`] of `[x, w]`, then `residual` (the output's layout) added to each output value
+/// while its tile is in cache: `Conv2d`, then `Add`.
+pub(super) fn conv2d_add(
+    pool: &ThreadPool,
+    a: &Conv2dArgs,
+    wide: bool,
+    [x, w]: [&[f32]; 2],
+    b: Option<&[f32]>,
+    residual: Option<&[f32]>,
+    y: &mut [f32],
+) {
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
     let cout = a.w_shape[0];
     assert!(
@@ -148,6 +162,7 @@ pub(super) fn conv2d(
                 padded: if in_place { planes } else { &padded },
                 weights: &w[g * og * plan.cg * taps..][..og * plan.cg * taps],
                 bias: b.map(|b| &b[g * og..][..og]),
+                residual: residual.map(|r| &r[(bi * cout + g * og) * spatial..][..og * spatial]),
                 channels: og,
                 out,
             };
@@ -298,6 +313,7 @@ pub(super) fn conv_transpose2d(
                 padded: &padded[left - pad..],
                 weights: &weights,
                 bias: b,
+                residual: None,
                 channels: cout,
                 out: OutMap {
                     channel: t,
@@ -321,6 +337,8 @@ struct Group<'a> {
     weights: &'a [f32],
     /// Per output channel, when there is a bias.
     bias: Option<&'a [f32]>,
+    /// Added to the outputs, when given: values in the layout of the group's output slice.
+    residual: Option<&'a [f32]>,
     /// Output channels of the group.
     channels: usize,
     /// Where the outputs go in the group's output slice.
@@ -435,6 +453,18 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
         block(plan, gr.padded, p0, vectors, &rows, &bias, out, stride);
     }
     if direct {
+        if let Some(res) = gr.residual {
+            let at = blk * OB * om.channel + p0 + om.first;
+            for o in 0..OB {
+                let base = at + o * om.channel;
+                // SAFETY: the same outputs `block` just wrote (see above).
+                let row =
+                    unsafe { std::slice::from_raw_parts_mut(out.add(o * stride), vectors * VEC) };
+                for (v, &r) in row.iter_mut().zip(&res[base..base + vectors * VEC]) {
+                    *v += r;
+                }
+            }
+        }
         return;
     }
     // Row segments of the tile's valid positions, one copy per channel each.
@@ -452,11 +482,20 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
                 // SAFETY: `at + i step` for `i < len` is inside the output, and these
                 // (channel, position) pairs belong to this task only.
                 unsafe {
-                    if om.step == 1 {
-                        std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(at), len);
-                    } else {
-                        for (i, &v) in src.iter().enumerate() {
-                            *dst.0.add(at + i * om.step) = v;
+                    match gr.residual {
+                        None if om.step == 1 => {
+                            std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0.add(at), len);
+                        }
+                        None => {
+                            for (i, &v) in src.iter().enumerate() {
+                                *dst.0.add(at + i * om.step) = v;
+                            }
+                        }
+                        Some(res) => {
+                            for (i, &v) in src.iter().enumerate() {
+                                let k = at + i * om.step;
+                                *dst.0.add(k) = v + res[k];
+                            }
                         }
                     }
                 }

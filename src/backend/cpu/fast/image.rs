@@ -22,6 +22,26 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
     pool.install(|| kernels::matmul_with(path, DType::F32, bytes, n, k, x, m, None, y));
 }
 
+/// `Conv2d` of `[x, w]` (bias `b`) with `residual` (the output's layout) added to each
+/// output value: `Conv2d`, then `Add`; in the direct kernel's tiles where it applies, else a
+/// second pass over the output.
+pub(super) fn conv2d_add(
+    pool: &ThreadPool,
+    a: &Conv2dArgs,
+    [x, w]: [&[f32]; 2],
+    b: Option<&[f32]>,
+    residual: &[f32],
+    y: &mut [f32],
+) {
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_direct::applies(a) {
+        let wide = kernels::avx512_detected();
+        return super::conv_direct::conv2d_add(pool, a, wide, [x, w], b, Some(residual), y);
+    }
+    conv2d(pool, a, x, w, b, y);
+    super::elementwise::add_in_place(pool, y, residual);
+}
+
 /// `Conv2d` (see [`Op::Conv2d`]): the direct kernel where it applies (stride 1 on
 /// AVX-512F or AVX2+FMA), else per batch entry and group the input copied once into a
 /// zero-padded channels-last buffer, so each patch row (`[Ho Wo, kh kw Cg]`, taps outer,

@@ -217,6 +217,11 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect())
         }
+        Op::FusedConvAdd { conv } => {
+            let y = execute(conv, &inputs[1..])?.remove(0);
+            let y = Tensor::from_f32(inputs[0].shape(), y.read_f32("FusedConvAdd")?.to_vec())?;
+            execute(&Op::Add, &[y, inputs[0].clone()])
+        }
         Op::FusedAttention => {
             let scores = execute(&Op::BatchMatmul, &inputs[..2])?;
             let p = execute(&Op::Softmax, &scores)?.remove(0);
