@@ -364,27 +364,6 @@ fn broadcast_with(
     );
 }
 
-/// `y[i] += r[i]` (the values of `Add(y, r)`), in parallel chunks on `pool`.
-pub(super) fn add_in_place(pool: &ThreadPool, y: &mut [f32], r: &[f32]) {
-    chunks(
-        pool,
-        y.len(),
-        y,
-        CHUNK,
-        || (),
-        |_, c, o| {
-            vectorized(
-                #[inline(always)]
-                || {
-                    for (v, &r) in o.iter_mut().zip(&r[c * CHUNK..]) {
-                        *v += r;
-                    }
-                },
-            )
-        },
-    );
-}
-
 fn binary_with(
     pool: &ThreadPool,
     a: &[f32],

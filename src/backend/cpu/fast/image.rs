@@ -24,7 +24,7 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
 
 /// `Conv2d` of `[x, w]` (bias `b`) with `residual` (the output's layout) added to each
 /// output value: `Conv2d`, then `Add`; in the direct kernel's tiles where it applies, else a
-/// second pass over the output.
+/// second pass over the output on the calling thread.
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
     a: &Conv2dArgs,
@@ -39,7 +39,10 @@ pub(super) fn conv2d_add(
         return super::conv_direct::conv2d_add(pool, a, wide, [x, w], b, Some(residual), y);
     }
     conv2d(pool, a, x, w, b, y);
-    super::elementwise::add_in_place(pool, y, residual);
+    // Convolutions the direct kernel does not take (strided, narrow groups, no AVX2).
+    for (v, &r) in y.iter_mut().zip(residual) {
+        *v += r;
+    }
 }
 
 /// `Conv2d` (see [`Op::Conv2d`]): the direct kernel where it applies (stride 1 on
