@@ -16,10 +16,10 @@
 //!   consumer (exporters write SiLU so; ONNX has no SiLU op before opset 24);
 //! - then, on the result, `GroupNormAffine` followed by a per batch entry and channel
 //!   `Mul` and `Add` and/or an element-wise activation becomes `FusedGroupNorm`
-//!   ([`group_norm`]);
-//! - `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` ([`attention`]);
+//!   (`fuse/group_norm.rs`);
+//! - `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` (`fuse/attention.rs`);
 //! - and `Conv2d` (through a reshape) then `Add` of a residual becomes `FusedConvAdd`
-//!   ([`conv_add`]).
+//!   (`fuse/conv_add.rs`).
 //!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
