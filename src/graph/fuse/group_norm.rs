@@ -52,8 +52,8 @@ pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize)
 }
 
 /// `Mul(n, scale) -> m`, `Add(m, shift)` (either operand order) as `(scale, shift, the Mul
-/// node, the Add node)`, where `n` (the norm of `x`) and `m` have one consumer each, both operands are
-/// `[B or 1, C, 1, ..]` of x's rank, and the products keep x's shape.
+/// node, the Add node)`, where `n` (the norm of `x`) and `m` have one consumer each, both
+/// operands are `[B or 1, C, 1, ..]` of x's rank, and the products keep x's shape.
 fn modulation(
     g: &Graph,
     x: usize,
