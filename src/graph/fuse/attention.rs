@@ -5,7 +5,7 @@
 
 use super::{fixed, producer, Pass, Supports};
 use crate::backend::Op;
-use crate::ir::{Graph, GraphOp, Node};
+use crate::ir::{Graph, Node};
 
 /// Returns the fused graph and how many rewrites were made.
 pub(super) fn fuse_attention(g: &Graph, supports: &Supports) -> (Graph, usize) {
@@ -40,14 +40,14 @@ pub(super) fn fuse_attention(g: &Graph, supports: &Supports) -> (Graph, usize) {
         {
             continue;
         }
-        let node = Node {
-            id: scores.id,
-            op: GraphOp::Fixed(Op::FusedAttention),
-            inputs,
-            outputs: product.outputs.clone(),
-            backend_hint: product.backend_hint.clone(),
-        };
-        pass.rewrite(&chain, node);
+        let outputs = product.outputs.clone();
+        pass.rewrite(
+            pi,
+            scores.id,
+            Op::FusedAttention,
+            [inputs, outputs],
+            &[qi, si],
+        );
     }
     pass.finish()
 }

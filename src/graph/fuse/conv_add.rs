@@ -6,7 +6,7 @@
 
 use super::{fixed, Pass, Supports};
 use crate::backend::Op;
-use crate::ir::{Graph, GraphOp, Node};
+use crate::ir::{Graph, GraphOp};
 
 /// Returns the fused graph and how many rewrites were made.
 pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
@@ -62,14 +62,10 @@ pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
         if !supports(add, &fused, &inputs, g) {
             continue;
         }
-        let node = Node {
-            id: conv.id,
-            op: GraphOp::Fixed(fused),
-            inputs,
-            outputs: add.outputs.clone(),
-            backend_hint: add.backend_hint.clone(),
+        let Some((&at, drop)) = chain.split_last() else {
+            continue;
         };
-        pass.rewrite(&chain, node);
+        pass.rewrite(at, conv.id, fused, [inputs, add.outputs.clone()], drop);
     }
     pass.finish()
 }

@@ -6,7 +6,7 @@
 
 use super::{fixed, Pass, Supports};
 use crate::backend::Op;
-use crate::ir::{Graph, GraphOp, Node};
+use crate::ir::{Graph, Node};
 
 /// Returns the fused graph and how many rewrites were made.
 pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize) {
@@ -34,19 +34,15 @@ pub(super) fn fuse_group_norms(g: &Graph, supports: &Supports) -> (Graph, usize)
         if chain.len() == 1 || chain.iter().any(|&n| pass.touched(n)) {
             continue;
         }
-        let last = &g.nodes[chain[chain.len() - 1]];
+        let Some((&at, drop)) = chain.split_last() else {
+            continue;
+        };
+        let last = &g.nodes[at];
         let op = Op::FusedGroupNorm { groups, eps, act };
         if !supports(last, &op, &inputs, g) {
             continue;
         }
-        let node = Node {
-            id: norm.id,
-            op: GraphOp::Fixed(op),
-            inputs,
-            outputs: last.outputs.clone(),
-            backend_hint: last.backend_hint.clone(),
-        };
-        pass.rewrite(&chain, node);
+        pass.rewrite(at, norm.id, op, [inputs, last.outputs.clone()], drop);
     }
     pass.finish()
 }

@@ -74,24 +74,12 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     (out, count + norms + attentions + convs)
 }
 
-/// The rewrites other than [`group_norm`]'s, which runs on their result.
+/// The rewrites of this file; the passes of the submodules run on their result.
 fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let g = graph;
-    let consumers = g.consumers();
-    let users = users(g);
-    let mut removed = vec![false; g.nodes.len()];
-    let mut replaced: Vec<Option<Node>> = vec![None; g.nodes.len()];
-    let mut count = 0;
-    let touched = |ni: usize, removed: &[bool], replaced: &[Option<Node>]| {
-        removed[ni] || replaced[ni].is_some()
-    };
+    let mut pass = Pass::new(g);
 
     // Reshape -> GroupNorm -> Reshape -> Mul -> Add: GroupNormAffine.
-    let only_user = |v: usize| -> Option<usize> {
-        (consumers[v] == 1)
-            .then(|| users[v].first().copied())
-            .flatten()
-    };
     // A weight of C values laid out per channel of a rank-`rank` [B, C, ..] value.
     let per_channel = |v: usize, c: usize, rank: usize| {
         let val = &g.values[v];
@@ -104,7 +92,7 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
                     && dims[2..].iter().all(|&d| d == 1)))
     };
     for (ri, r1) in g.nodes.iter().enumerate() {
-        if !matches!(r1.op, GraphOp::Reshape(_)) || touched(ri, &removed, &replaced) {
+        if !matches!(r1.op, GraphOp::Reshape(_)) || pass.touched(ri) {
             continue;
         }
         let (x, v1) = (r1.inputs[0], r1.outputs[0]);
@@ -112,7 +100,9 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         let Some(c) = xs.get(1).copied().flatten() else {
             continue;
         };
-        let Some(ni) = only_user(v1) else { continue };
+        let Some(ni) = pass.only_user(v1) else {
+            continue;
+        };
         let gn = &g.nodes[ni];
         let Some(&Op::GroupNorm { groups, eps }) = fixed(gn) else {
             continue;
@@ -129,13 +119,17 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
             continue;
         }
         let v2 = gn.outputs[0];
-        let Some(r2i) = only_user(v2) else { continue };
+        let Some(r2i) = pass.only_user(v2) else {
+            continue;
+        };
         let r2 = &g.nodes[r2i];
         let v3 = r2.outputs[0];
         if !matches!(r2.op, GraphOp::Reshape(_)) || g.values[v3].shape != *xs {
             continue;
         }
-        let Some(mi) = only_user(v3) else { continue };
+        let Some(mi) = pass.only_user(v3) else {
+            continue;
+        };
         let mul = &g.nodes[mi];
         let v4 = mul.outputs[0];
         let other = |n: &Node, v: usize| {
@@ -149,14 +143,16 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         if fixed(mul) != Some(&Op::Mul) || !per_channel(gamma, c, xs.len()) {
             continue;
         }
-        let Some(ai) = only_user(v4) else { continue };
+        let Some(ai) = pass.only_user(v4) else {
+            continue;
+        };
         let add = &g.nodes[ai];
         let beta = other(add, v4);
         if fixed(add) != Some(&Op::Add) || !per_channel(beta, c, xs.len()) {
             continue;
         }
         let chain = [ri, ni, r2i, mi, ai];
-        if chain.iter().any(|&n| touched(n, &removed, &replaced))
+        if chain.iter().any(|&n| pass.touched(n))
             || !available_before(g, gn.inputs[1], ri)
             || !available_before(g, gn.inputs[2], ri)
         {
@@ -167,50 +163,32 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         if !supports(add, &op, &inputs, g) {
             continue;
         }
-        replaced[ai] = Some(Node {
-            id: r1.id,
-            op: GraphOp::Fixed(op),
-            inputs,
-            outputs: add.outputs.clone(),
-            backend_hint: add.backend_hint.clone(),
-        });
-        for n in &chain[..4] {
-            removed[*n] = true;
-        }
-        count += 1;
+        pass.rewrite(ai, r1.id, op, [inputs, add.outputs.clone()], &chain[..4]);
     }
 
     // Sigmoid -> Mul of the same value: Silu.
     for (si, sig) in g.nodes.iter().enumerate() {
-        if fixed(sig) != Some(&Op::Sigmoid) || touched(si, &removed, &replaced) {
+        if fixed(sig) != Some(&Op::Sigmoid) || pass.touched(si) {
             continue;
         }
         let (x, s) = (sig.inputs[0], sig.outputs[0]);
-        if consumers[s] != 1 {
+        if pass.consumers[s] != 1 {
             continue;
         }
-        let Some(&mi) = users[s].first() else {
+        let Some(&mi) = pass.users[s].first() else {
             continue;
         };
         let mul = &g.nodes[mi];
         let pair = mul.inputs.as_slice();
         let same = pair == [x, s] || pair == [s, x];
-        if fixed(mul) != Some(&Op::Mul) || !same || touched(mi, &removed, &replaced) {
+        if fixed(mul) != Some(&Op::Mul) || !same || pass.touched(mi) {
             continue;
         }
         let inputs = vec![x];
         if !supports(mul, &Op::Silu, &inputs, g) {
             continue;
         }
-        replaced[mi] = Some(Node {
-            id: mul.id,
-            op: GraphOp::Fixed(Op::Silu),
-            inputs,
-            outputs: mul.outputs.clone(),
-            backend_hint: mul.backend_hint.clone(),
-        });
-        removed[si] = true;
-        count += 1;
+        pass.rewrite(mi, mul.id, Op::Silu, [inputs, mul.outputs.clone()], &[si]);
     }
 
     // Add -> RmsNorm.
@@ -222,7 +200,7 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         if g.values[a].shape != g.values[b].shape || g.values[a].shape.is_empty() {
             continue;
         }
-        let Some(&ni) = users[s].iter().find(|&&u| {
+        let Some(&ni) = pass.users[s].iter().find(|&&u| {
             matches!(fixed(&g.nodes[u]), Some(Op::RmsNorm { .. })) && g.nodes[u].inputs[0] == s
         }) else {
             continue;
@@ -232,7 +210,7 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
             continue;
         };
         let gain = norm.inputs[1];
-        if touched(ni, &removed, &replaced) || !available_before(g, gain, ai) {
+        if pass.touched(ni) || !available_before(g, gain, ai) {
             continue;
         }
         let op = Op::FusedSkipNorm { eps, add_one };
@@ -240,31 +218,23 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         if !supports(add, &op, &inputs, g) {
             continue;
         }
-        replaced[ai] = Some(Node {
-            id: add.id,
-            op: GraphOp::Fixed(op),
-            inputs,
-            outputs: vec![norm.outputs[0], s],
-            backend_hint: add.backend_hint.clone(),
-        });
-        removed[ni] = true;
-        count += 1;
+        pass.rewrite(ai, add.id, op, [inputs, vec![norm.outputs[0], s]], &[ni]);
     }
 
     // Silu -> Mul.
     for (si, silu) in g.nodes.iter().enumerate() {
-        if fixed(silu) != Some(&Op::Silu) || touched(si, &removed, &replaced) {
+        if fixed(silu) != Some(&Op::Silu) || pass.touched(si) {
             continue;
         }
         let (gate, act) = (silu.inputs[0], silu.outputs[0]);
-        if consumers[act] != 1 {
+        if pass.consumers[act] != 1 {
             continue;
         }
-        let Some(&mi) = users[act].first() else {
+        let Some(&mi) = pass.users[act].first() else {
             continue;
         };
         let mul = &g.nodes[mi];
-        if fixed(mul) != Some(&Op::Mul) || touched(mi, &removed, &replaced) {
+        if fixed(mul) != Some(&Op::Mul) || pass.touched(mi) {
             continue;
         }
         let up = if mul.inputs[0] == act {
@@ -278,7 +248,7 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         let matmul_of = |v: usize| {
             let p = producer(g, v)?;
             let n = &g.nodes[p];
-            (fixed(n) == Some(&Op::Matmul) && consumers[v] == 1 && !touched(p, &removed, &replaced))
+            (fixed(n) == Some(&Op::Matmul) && pass.consumers[v] == 1 && !pass.touched(p))
                 .then_some((p, n.inputs[0], n.inputs[1]))
         };
         let swiglu = match (matmul_of(gate), matmul_of(up)) {
@@ -299,18 +269,8 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
                 (Op::SwiGlu, inputs, Vec::new())
             }
         };
-        replaced[mi] = Some(Node {
-            id: mul.id,
-            op: GraphOp::Fixed(op),
-            inputs,
-            outputs: mul.outputs.clone(),
-            backend_hint: mul.backend_hint.clone(),
-        });
-        removed[si] = true;
-        for d in drop {
-            removed[d] = true;
-        }
-        count += 1;
+        let drop: Vec<usize> = std::iter::once(si).chain(drop).collect();
+        pass.rewrite(mi, mul.id, op, [inputs, mul.outputs.clone()], &drop);
     }
 
     // RmsNorm -> Matmul.
@@ -319,15 +279,14 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
             continue;
         };
         let out = norm.outputs[0];
-        if touched(ni, &removed, &replaced) || consumers[out] != 1 {
+        if pass.touched(ni) || pass.consumers[out] != 1 {
             continue;
         }
-        let Some(&mi) = users[out].first() else {
+        let Some(&mi) = pass.users[out].first() else {
             continue;
         };
         let mm = &g.nodes[mi];
-        if fixed(mm) != Some(&Op::Matmul) || mm.inputs[0] != out || touched(mi, &removed, &replaced)
-        {
+        if fixed(mm) != Some(&Op::Matmul) || mm.inputs[0] != out || pass.touched(mi) {
             continue;
         }
         let inputs = vec![norm.inputs[0], norm.inputs[1], mm.inputs[1]];
@@ -335,18 +294,10 @@ fn fuse_first(graph: &Graph, supports: &Supports) -> (Graph, usize) {
         if !supports(mm, &op, &inputs, g) {
             continue;
         }
-        replaced[mi] = Some(Node {
-            id: norm.id,
-            op: GraphOp::Fixed(op),
-            inputs,
-            outputs: mm.outputs.clone(),
-            backend_hint: mm.backend_hint.clone(),
-        });
-        removed[ni] = true;
-        count += 1;
+        pass.rewrite(mi, norm.id, op, [inputs, mm.outputs.clone()], &[ni]);
     }
 
-    (rebuild(g, &removed, &replaced), count)
+    pass.finish()
 }
 
 /// The state of one rewrite pass over a graph: each value's consumers (graph outputs
@@ -384,11 +335,24 @@ impl<'g> Pass<'g> {
         self.removed[n] || self.replaced[n].is_some()
     }
 
-    /// Node `chain[last]` becomes `node`, the rest of `chain` goes.
-    fn rewrite(&mut self, chain: &[usize], node: Node) {
-        let (&last, rest) = chain.split_last().expect("a chain of nodes");
-        self.replaced[last] = Some(node);
-        for &n in rest {
+    /// Node `at` becomes `op` on `[inputs, outputs]`, with id `id` and `at`'s backend hint;
+    /// the nodes of `drop` go.
+    fn rewrite(
+        &mut self,
+        at: usize,
+        id: usize,
+        op: Op,
+        [inputs, outputs]: [Vec<usize>; 2],
+        drop: &[usize],
+    ) {
+        self.replaced[at] = Some(Node {
+            id,
+            op: GraphOp::Fixed(op),
+            inputs,
+            outputs,
+            backend_hint: self.g.nodes[at].backend_hint.clone(),
+        });
+        for &n in drop {
             self.removed[n] = true;
         }
         self.count += 1;
