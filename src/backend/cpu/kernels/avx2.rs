@@ -85,7 +85,7 @@ pub(super) fn k_rows4(dtype: DType) -> Option<RowDot4<Q8KBlock>> {
 }
 
 #[inline(always)]
-unsafe fn hsum(v: __m256) -> f32 {
+pub(super) unsafe fn hsum(v: __m256) -> f32 {
     let s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     let s = _mm_add_ss(s, _mm_movehdup_ps(s));
@@ -95,14 +95,14 @@ unsafe fn hsum(v: __m256) -> f32 {
 /// The little-endian f16 at `p` as f32. (Broadcast first: inserting into a register would
 /// make the conversion wait for that register's last writer.)
 #[inline(always)]
-unsafe fn f16_at(p: *const u8) -> f32 {
+pub(super) unsafe fn f16_at(p: *const u8) -> f32 {
     let bits = (p as *const u16).read_unaligned();
     _mm_cvtss_f32(_mm_cvtph_ps(_mm_set1_epi16(bits as i16)))
 }
 
 /// Every f16 bit pattern as f32: the per-block scales of the 32-value encodings are looked up
 /// (one load) rather than converted (a conversion plus broadcasts, on the busiest ports).
-fn f16_table() -> *const f32 {
+pub(super) fn f16_table() -> *const f32 {
     static TABLE: OnceLock<Box<[f32]>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
@@ -127,11 +127,11 @@ unsafe fn f16_times(p: *const u8, d: &f32, table: *const f32) -> __m256 {
 /// How far ahead of the block being read the weights are prefetched. The hardware prefetcher
 /// alone leaves these loops waiting on memory: with about 4 KiB requested ahead, measured
 /// matvec rates rose 30 to 60 %.
-const PREFETCH_AHEAD: usize = 4096;
+pub(super) const PREFETCH_AHEAD: usize = 4096;
 
 /// Asks for the cache line at `p` (any address: prefetches do not fault).
 #[inline(always)]
-unsafe fn prefetch(p: *const u8) {
+pub(super) unsafe fn prefetch(p: *const u8) {
     _mm_prefetch::<_MM_HINT_T0>(p as *const i8);
 }
 
@@ -227,7 +227,7 @@ unsafe fn dot_u8_scaled(q: __m256i, a: __m256i, sc: __m256i) -> __m256i {
 
 /// The 32 nibbles of the 16 bytes at `p`: low nibbles in bytes 0..16, high in 16..32.
 #[inline(always)]
-unsafe fn nibbles32(p: *const u8) -> __m256i {
+pub(super) unsafe fn nibbles32(p: *const u8) -> __m256i {
     let t = _mm256_broadcastsi128_si256(_mm_loadu_si128(p as *const __m128i));
     let shifted = _mm256_srlv_epi32(t, _mm256_setr_epi32(0, 0, 0, 0, 4, 4, 4, 4));
     _mm256_and_si256(shifted, _mm256_set1_epi8(15))

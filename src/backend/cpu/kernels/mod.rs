@@ -29,6 +29,8 @@ mod neon;
 mod portable;
 #[cfg(test)]
 mod tests;
+#[cfg(target_arch = "x86_64")]
+mod vnni;
 
 use crate::dtype::DType;
 use act::{Q8Block, Q8KBlock};
@@ -43,8 +45,9 @@ pub enum KernelPath {
     Portable,
     /// AVX2 + FMA + F16C intrinsics (x86-64 only).
     Avx2,
-    /// [`Avx2`](KernelPath::Avx2) with the integer products of the panel kernels through
-    /// AVX-512 VNNI's `vpdpbusd` on 256-bit vectors (x86-64 with AVX-512 VNNI and VL only).
+    /// [`Avx2`](KernelPath::Avx2) with the integer products of the panel kernels and of the
+    /// 32-value encodings' matrix-vector kernels through AVX-512 VNNI's `vpdpbusd` on 256-bit
+    /// vectors (x86-64 with AVX-512 VNNI, BW and VL only); the same outputs bit for bit.
     Avx512Vnni,
     /// NEON intrinsics with widening multiplies (aarch64 only).
     Neon,
@@ -67,7 +70,7 @@ impl KernelPath {
 
 impl KernelPath {
     /// The path of the row kernels and the float GEMM: [`Avx512Vnni`](KernelPath::Avx512Vnni)
-    /// differs from [`Avx2`](KernelPath::Avx2) only in the panel kernels.
+    /// differs from [`Avx2`](KernelPath::Avx2) only in the panel and matrix-vector kernels.
     fn rows(self) -> Self {
         match self {
             KernelPath::Avx512Vnni => KernelPath::Avx2,
@@ -116,7 +119,7 @@ fn avx2_detected() -> bool {
     }
 }
 
-/// Whether this CPU has AVX-512 VNNI and VL (checked once).
+/// Whether this CPU has AVX-512 F, BW, VL and VNNI (checked once).
 fn vnni_detected() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -124,6 +127,8 @@ fn vnni_detected() -> bool {
         *DETECTED.get_or_init(|| {
             std::arch::is_x86_feature_detected!("avx512vnni")
                 && std::arch::is_x86_feature_detected!("avx512vl")
+                && std::arch::is_x86_feature_detected!("avx512bw")
+                && std::arch::is_x86_feature_detected!("avx512f")
         })
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -229,15 +234,31 @@ type RowDot<A> = fn(&[u8], &[A]) -> f32;
 /// decoded once for all four (used by [`matmul`] when it has at least four rows).
 type RowDot4<A> = fn(&[u8], [&[A]; 4]) -> [f32; 4];
 
+/// A matrix-vector kernel over four weight rows: the four rows of `row_bytes` at the start of
+/// the weights against one activation row (used by [`matvec`] for groups of four rows).
+type MatvecRows4<A> = fn(&[u8], usize, &[A]) -> [f32; 4];
+
 /// The kernels of one encoding on one path.
 struct Kernel<A> {
     one: RowDot<A>,
     four: Option<RowDot4<A>>,
+    matvec4: Option<MatvecRows4<A>>,
 }
 
 impl<A> Kernel<A> {
     fn one(one: RowDot<A>) -> Self {
-        Kernel { one, four: None }
+        Kernel {
+            one,
+            four: None,
+            matvec4: None,
+        }
+    }
+
+    fn with_four(one: RowDot<A>, four: RowDot4<A>) -> Self {
+        Kernel {
+            four: Some(four),
+            ..Kernel::one(one)
+        }
     }
 }
 
@@ -279,8 +300,7 @@ pub fn matmul_with(
     if n == 0 || m == 0 {
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    let panel_path = path;
+    let full_path = path;
     let path = path.rows();
     let micro = gemm_micro(path).filter(|_| m >= gemm::MIN_ROWS);
     if let (DType::F32 | DType::F16 | DType::BF16, Some(micro)) = (dtype, micro) {
@@ -295,12 +315,12 @@ pub fn matmul_with(
             let acts = act::quantize_q8(x, k, m);
             match () {
                 #[cfg(target_arch = "x86_64")]
-                _ if use_panel(panel_path, dtype, m) => {
-                    let vnni = panel_path == KernelPath::Avx512Vnni;
+                _ if use_panel(full_path, dtype, m) => {
+                    let vnni = full_path == KernelPath::Avx512Vnni;
                     avx2::panel_matmul(dtype, vnni, w, n, k, &acts, m, y)
                 }
                 _ => run(
-                    block_kernel(path, dtype),
+                    block_kernel(path, dtype, full_path == KernelPath::Avx512Vnni),
                     w,
                     row_bytes,
                     n,
@@ -315,7 +335,7 @@ pub fn matmul_with(
             let acts = act::quantize_q8k(x, k, m);
             match () {
                 #[cfg(target_arch = "x86_64")]
-                _ if use_panel(panel_path, dtype, m) => {
+                _ if use_panel(full_path, dtype, m) => {
                     avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y)
                 }
                 _ => run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y),
@@ -364,27 +384,20 @@ fn float_kernel(path: KernelPath, dtype: DType) -> Kernel<f32> {
     }
     match (path, dtype) {
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, DType::F32) => Kernel {
-            one: avx2::f32_row,
-            four: Some(avx2::f32_rows4),
-        },
+        (KernelPath::Avx2, DType::F32) => Kernel::with_four(avx2::f32_row, avx2::f32_rows4),
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, DType::F16) => Kernel {
-            one: avx2::f16_row,
-            four: Some(avx2::f16_rows4),
-        },
+        (KernelPath::Avx2, DType::F16) => Kernel::with_four(avx2::f16_row, avx2::f16_rows4),
         #[cfg(target_arch = "x86_64")]
-        (KernelPath::Avx2, _) => Kernel {
-            one: avx2::bf16_row,
-            four: Some(avx2::bf16_rows4),
-        },
+        (KernelPath::Avx2, _) => Kernel::with_four(avx2::bf16_row, avx2::bf16_rows4),
         (_, DType::F32) => Kernel::one(portable::f32_row),
         (_, DType::F16) => Kernel::one(portable::f16_row),
         _ => Kernel::one(portable::bf16_row),
     }
 }
 
-fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
+/// The kernels of a 32-value block encoding on `path` (a row path, see [`KernelPath::rows`]);
+/// `vnni`: with the AVX-512 VNNI matrix-vector kernels (only where detected).
+fn block_kernel(path: KernelPath, dtype: DType, vnni: bool) -> Kernel<Q8Block> {
     #[cfg(target_arch = "aarch64")]
     if let Some(k) = neon::block_kernel(path, dtype) {
         return k;
@@ -410,9 +423,11 @@ fn block_kernel(path: KernelPath, dtype: DType) -> Kernel<Q8Block> {
     if path == KernelPath::Avx2 {
         return Kernel {
             four: avx2::block_rows4(dtype),
+            matvec4: vnni.then(|| vnni::block_matvec4(dtype)).flatten(),
             ..kernel
         };
     }
+    let _ = vnni;
     kernel
 }
 
@@ -481,7 +496,10 @@ fn run<A: Sync>(
     y: &mut [f32],
 ) {
     let threads = rayon::current_num_threads().max(1);
-    let rows_per_task = (n / (threads * 4)).clamp(1, 256);
+    let mut rows_per_task = (n / (threads * 4)).clamp(1, 256);
+    if m == 1 && kernel.matvec4.is_some() {
+        rows_per_task = rows_per_task.next_multiple_of(4);
+    }
     let tile = |rows: usize, out: &mut [f32]| {
         // out is [rows_in_chunk, m] (row-major by weight row).
         for i0 in (0..m).step_by(ACT_TILE) {
@@ -506,7 +524,21 @@ fn run<A: Sync>(
     if m == 1 {
         y.par_chunks_mut(rows_per_task)
             .enumerate()
-            .for_each(|(c, out)| tile(c * rows_per_task, out));
+            .for_each(|(c, out)| match kernel.matvec4 {
+                Some(four) => {
+                    let rows = c * rows_per_task;
+                    for (g, ys) in out.chunks_exact_mut(4).enumerate() {
+                        let at = (rows + 4 * g) * row_bytes;
+                        ys.copy_from_slice(&four(&w[at..at + 4 * row_bytes], row_bytes, acts));
+                    }
+                    let done = out.len() / 4 * 4;
+                    for (r, y) in out[done..].iter_mut().enumerate() {
+                        let at = (rows + done + r) * row_bytes;
+                        *y = (kernel.one)(&w[at..at + row_bytes], acts);
+                    }
+                }
+                None => tile(c * rows_per_task, out),
+            });
         return;
     }
     let mut yt = vec![0.0f32; n * m];

@@ -115,10 +115,7 @@ pub(super) fn float_kernel(path: KernelPath, dtype: DType) -> Option<Kernel<f32>
         DType::F16 => (f16_row, f16_rows4),
         _ => (bf16_row, bf16_rows4),
     };
-    Some(Kernel {
-        one,
-        four: Some(four),
-    })
+    Some(Kernel::with_four(one, four))
 }
 
 /// Whether `path` is a NEON path, and if so whether it uses `sdot`.
@@ -135,15 +132,9 @@ fn uses_sdot(path: KernelPath) -> Option<bool> {
 macro_rules! pick {
     ($sdot:expr, $one:ident / $one_dot:ident, $four:ident / $four_dot:ident) => {
         if $sdot {
-            Kernel {
-                one: $one_dot,
-                four: Some($four_dot),
-            }
+            Kernel::with_four($one_dot, $four_dot)
         } else {
-            Kernel {
-                one: $one,
-                four: Some($four),
-            }
+            Kernel::with_four($one, $four)
         }
     };
 }
