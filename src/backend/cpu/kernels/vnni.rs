@@ -11,6 +11,9 @@
 //! blocks into another, the same horizontal sum, and for q4_1 / q5_1 the same scalar sum of
 //! the offset terms. The outputs are equal to the AVX2 kernels' bit for bit.
 //!
+//! The kernels loop where a closure would do: a closure does not inherit the enclosing
+//! function's target features, so the intrinsics inside it become calls.
+//!
 //! The public functions are safe to call only on a CPU with AVX2, FMA, F16C and AVX-512 VNNI,
 //! BW and VL; the kernels select them only after detecting those.
 
@@ -58,9 +61,13 @@ wrapper!(/** q5_1 weights. */ q5_1, q5_1_imp);
 /// row, as the AVX2 `sum_blocks32` does per row: even blocks into one accumulator per row, odd
 /// blocks into another, then `hsum(even + odd)`. `$dot` maps (block pointer, activation block,
 /// activation bytes) to the block's i32 lane sums; the scale is the f16 at the block's start
-/// times the activation's `d`.
+/// times the activation's `d`. Where `$m_at` is `Some(at)` (q4_1 / q5_1), each row's sum also
+/// takes the offset terms `m * s` (the f16 `m` at byte `at` of each block, `s` of the
+/// activation block), summed in block order in f32 and added at the end, as the AVX2 kernels
+/// do.
 macro_rules! matvec4_blocks32 {
-    ($w:expr, $row_bytes:expr, $a:expr, $bb:expr, |$p:ident, $q:ident, $qs:ident| $dot:expr) => {{
+    ($w:expr, $row_bytes:expr, $a:expr, $bb:expr, $m_at:expr,
+     |$p:ident, $q:ident, $qs:ident| $dot:expr) => {{
         let nb = ($row_bytes / $bb).min($a.len());
         let table = f16_table();
         let base = $w.as_ptr();
@@ -72,25 +79,63 @@ macro_rules! matvec4_blocks32 {
         ];
         let mut even = [_mm256_setzero_ps(); 4];
         let mut odd = [_mm256_setzero_ps(); 4];
+        let mut offsets = [0.0f32; 4];
         let mut i = 0;
         while i + 2 <= nb {
-            block4!(rows, table, $a, $bb, i, even, |$p, $q, $qs| $dot);
-            block4!(rows, table, $a, $bb, i + 1, odd, |$p, $q, $qs| $dot);
+            block4!(
+                rows,
+                table,
+                $a,
+                $bb,
+                i,
+                even,
+                $m_at,
+                offsets,
+                |$p, $q, $qs| $dot
+            );
+            block4!(
+                rows,
+                table,
+                $a,
+                $bb,
+                i + 1,
+                odd,
+                $m_at,
+                offsets,
+                |$p, $q, $qs| $dot
+            );
             i += 2;
         }
         if i < nb {
-            block4!(rows, table, $a, $bb, i, even, |$p, $q, $qs| $dot);
+            block4!(
+                rows,
+                table,
+                $a,
+                $bb,
+                i,
+                even,
+                $m_at,
+                offsets,
+                |$p, $q, $qs| $dot
+            );
         }
-        [0, 1, 2, 3].map(|r| hsum(_mm256_add_ps(even[r], odd[r])))
+        let mut sums = [0.0f32; 4];
+        for r in 0..4 {
+            sums[r] = hsum(_mm256_add_ps(even[r], odd[r]));
+            if $m_at.is_some() {
+                sums[r] += offsets[r];
+            }
+        }
+        sums
     }};
 }
 
 /// Adds block `$i` of the four `$rows` (against activation block `$i`) into `$acc`, one
-/// accumulator per row. The four rows lie end to end, so the prefetch sweeps that one span
+/// accumulator per row, and its offset terms into `$offsets` where `$m_at` is some. The four rows lie end to end, so the prefetch sweeps that one span
 /// [`PREFETCH_AHEAD`] bytes ahead, `4 * $bb` bytes per block (a prefetch per row instead runs
 /// four interleaved streams, which measured a third slower from memory).
 macro_rules! block4 {
-    ($rows:expr, $table:expr, $a:expr, $bb:expr, $i:expr, $acc:ident,
+    ($rows:expr, $table:expr, $a:expr, $bb:expr, $i:expr, $acc:ident, $m_at:expr, $offsets:ident,
      |$p:ident, $q:ident, $qs:ident| $dot:expr) => {{
         let $q = &$a[$i];
         let $qs = _mm256_loadu_si256($q.qs.as_ptr() as *const __m256i);
@@ -107,6 +152,9 @@ macro_rules! block4 {
             let bits = ($p as *const u16).read_unaligned();
             let d = _mm256_mul_ps(_mm256_broadcast_ss(&*$table.add(bits as usize)), ad);
             $acc[r] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(s), $acc[r]);
+            if let Some(at) = $m_at {
+                $offsets[r] += f16_at($p.add(at)) * $q.s;
+            }
         }
     }};
 }
@@ -120,25 +168,10 @@ unsafe fn five_bit_codes(nib: *const u8, high: *const u8) -> __m256i {
     _mm256_mask_add_epi8(n, k, n, _mm256_set1_epi8(16))
 }
 
-/// The offset terms `sum m * s` of q4_1 / q5_1 rows (the f16 `m` at byte 2 of each block,
-/// `s` of the activation block), summed in block order as the AVX2 kernels do.
-#[inline(always)]
-unsafe fn offsets4(w: &[u8], row_bytes: usize, a: &[Q8Block], bb: usize) -> [f32; 4] {
-    let nb = (row_bytes / bb).min(a.len());
-    [0, 1, 2, 3].map(|r| {
-        let row = w.as_ptr().add(r * row_bytes);
-        let mut s = 0.0f32;
-        for (i, q) in a.iter().enumerate().take(nb) {
-            s += f16_at(row.add(i * bb + 2)) * q.s;
-        }
-        s
-    })
-}
-
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q8_0_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
     // Signed codes: |w| times the activation with w's sign, as the AVX2 kernel's sign trick.
-    matvec4_blocks32!(w, row_bytes, a, 34, |p, q, qs| {
+    matvec4_blocks32!(w, row_bytes, a, 34, None::<usize>, |p, q, qs| {
         let v = _mm256_loadu_si256(p.add(2) as *const __m256i);
         _mm256_dpbusd_epi32(
             _mm256_setzero_si256(),
@@ -151,25 +184,22 @@ unsafe fn q8_0_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q4_0_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
     // sum (q - 8) a: the 8 lanes each take off sum a.
-    matvec4_blocks32!(w, row_bytes, a, 18, |p, q, qs| {
+    matvec4_blocks32!(w, row_bytes, a, 18, None::<usize>, |p, q, qs| {
         _mm256_dpbusd_epi32(_mm256_set1_epi32(-q.sum), nibbles32(p.add(2)), qs)
     })
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q4_1_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
-    let dots = matvec4_blocks32!(w, row_bytes, a, 20, |p, q, qs| {
-        let _ = q;
+    matvec4_blocks32!(w, row_bytes, a, 20, Some(2), |p, q, qs| {
         _mm256_dpbusd_epi32(_mm256_setzero_si256(), nibbles32(p.add(4)), qs)
-    });
-    let offsets = offsets4(w, row_bytes, a, 20);
-    [0, 1, 2, 3].map(|r| dots[r] + offsets[r])
+    })
 }
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q5_0_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
     // sum (q - 16) a: the 8 lanes each take off 2 sum a.
-    matvec4_blocks32!(w, row_bytes, a, 22, |p, q, qs| {
+    matvec4_blocks32!(w, row_bytes, a, 22, None::<usize>, |p, q, qs| {
         let codes = five_bit_codes(p.add(6), p.add(2));
         _mm256_dpbusd_epi32(_mm256_set1_epi32(-2 * q.sum), codes, qs)
     })
@@ -177,14 +207,11 @@ unsafe fn q5_0_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
 
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn q5_1_imp(w: &[u8], row_bytes: usize, a: &[Q8Block]) -> [f32; 4] {
-    let dots = matvec4_blocks32!(w, row_bytes, a, 24, |p, q, qs| {
-        let _ = q;
+    matvec4_blocks32!(w, row_bytes, a, 24, Some(2), |p, q, qs| {
         _mm256_dpbusd_epi32(
             _mm256_setzero_si256(),
             five_bit_codes(p.add(8), p.add(4)),
             qs,
         )
-    });
-    let offsets = offsets4(w, row_bytes, a, 24);
-    [0, 1, 2, 3].map(|r| dots[r] + offsets[r])
+    })
 }
