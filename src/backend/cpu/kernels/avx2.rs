@@ -1455,48 +1455,87 @@ unsafe fn k_panel_rows<const G: usize, const P: usize, const INT_OFFSET: bool>(
     n0: usize,
     rows: usize,
 ) {
+    let mut r = 0;
+    while r + K_PANEL_ACT_ROWS <= m {
+        k_panel_tile::<G, P, INT_OFFSET, K_PANEL_ACT_ROWS>(panel, nb, acts, r, y, n, n0, rows);
+        r += K_PANEL_ACT_ROWS;
+    }
+    while r < m {
+        k_panel_tile::<G, P, INT_OFFSET, 1>(panel, nb, acts, r, y, n, n0, rows);
+        r += 1;
+    }
+}
+
+/// Activation rows [`k_panel_rows`] runs together: each code vector loaded once serves them
+/// all (one row at a time spends two loads per multiply).
+const K_PANEL_ACT_ROWS: usize = 4;
+
+/// [`k_panel_rows`] for the `R` activation rows from `r0`; each row's arithmetic is the same,
+/// step for step, whatever `R`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn k_panel_tile<const G: usize, const P: usize, const INT_OFFSET: bool, const R: usize>(
+    panel: &KPanel,
+    nb: usize,
+    acts: &[Q8KBlock],
+    r0: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+) {
     let steps = 64 / G;
     let codes = panel.codes.as_ptr();
-    for r in 0..m {
-        let a = &acts[r * nb..(r + 1) * nb];
-        let mut acc = _mm256_setzero_ps();
-        for (b, q) in a.iter().enumerate() {
-            let qp = q.qs.as_ptr() as *const i32;
-            let c = codes.add(b * 64);
-            let scales = panel.scales.as_ptr().add(b * G * PANEL);
-            let mut isum = _mm256_setzero_si256();
-            for g in 0..G {
-                let step = |s: usize| {
-                    _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
-                };
-                let mut s16 = step(g * steps);
-                for s in 1..steps {
-                    s16 = _mm256_add_epi16(s16, step(g * steps + s));
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let q: [&Q8KBlock; R] = std::array::from_fn(|i| &acts[(r0 + i) * nb + b]);
+        let c = codes.add(b * 64);
+        let scales = panel.scales.as_ptr().add(b * G * PANEL);
+        let mut isum = [_mm256_setzero_si256(); R];
+        for g in 0..G {
+            let mut s16 = [_mm256_setzero_si256(); R];
+            for s in 0..steps {
+                let code = *c.add(g * steps + s);
+                for i in 0..R {
+                    let qp = q[i].qs.as_ptr() as *const i32;
+                    let a = _mm256_set1_epi32(qp.add(g * steps + s).read_unaligned());
+                    let prod = _mm256_maddubs_epi16(code, a);
+                    s16[i] = if s == 0 {
+                        prod
+                    } else {
+                        _mm256_add_epi16(s16[i], prod)
+                    };
                 }
-                let sc = load(scales.add(g * PANEL) as *const u8);
-                isum = _mm256_add_epi32(isum, _mm256_madd_epi16(s16, sc));
             }
-            let bsums: &[i32] = if P == 4 { &q.bsums32 } else { &q.bsums };
-            let mins = panel.mins.as_ptr().add(b * P * PANEL);
+            let sc = load(scales.add(g * PANEL) as *const u8);
+            for i in 0..R {
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
+            }
+        }
+        let mins = panel.mins.as_ptr().add(b * P * PANEL);
+        for i in 0..R {
+            let bsums: &[i32] = if P == 4 { &q[i].bsums32 } else { &q[i].bsums };
             let mut msum = _mm256_setzero_si256();
             for t in 0..P {
                 let bs = _mm256_set1_epi32(i16_pair(bsums[2 * t], bsums[2 * t + 1]));
                 let mn = load(mins.add(t * PANEL) as *const u8);
                 msum = _mm256_add_epi32(msum, _mm256_madd_epi16(mn, bs));
             }
-            let da = _mm256_set1_ps(q.d);
+            let da = _mm256_set1_ps(q[i].d);
             let dd = _mm256_mul_ps(_mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL)), da);
             let term = if INT_OFFSET {
-                _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum, msum)))
+                _mm256_mul_ps(dd, _mm256_cvtepi32_ps(_mm256_sub_epi32(isum[i], msum)))
             } else {
                 let dm = _mm256_mul_ps(_mm256_loadu_ps(panel.dmin.as_ptr().add(b * PANEL)), da);
                 _mm256_sub_ps(
-                    _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum)),
+                    _mm256_mul_ps(dd, _mm256_cvtepi32_ps(isum[i])),
                     _mm256_mul_ps(dm, _mm256_cvtepi32_ps(msum)),
                 )
             };
-            acc = _mm256_add_ps(acc, term);
+            acc[i] = _mm256_add_ps(acc[i], term);
         }
-        store_rows(acc, y.add(r * n + n0), rows);
+    }
+    for (i, acc) in acc.into_iter().enumerate() {
+        store_rows(acc, y.add((r0 + i) * n + n0), rows);
     }
 }
