@@ -427,7 +427,8 @@ fn block_kernel(path: KernelPath, dtype: DType, vnni: bool) -> Kernel<Q8Block> {
             ..kernel
         };
     }
-    let _ = vnni;
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = vnni; // only x86-64 has VNNI kernels
     kernel
 }
 
