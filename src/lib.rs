@@ -48,4 +48,4 @@ pub mod transcribe;
 
 pub use dtype::DType;
 pub use error::{ExecutionError, ImportError, LoadError};
-pub use loader::{load, Model};
+pub use loader::{load, load_with, Model, WeightPages};

@@ -17,7 +17,7 @@ use crate::curated::llama::LogitRows;
 use crate::error::ExecutionError;
 use crate::graph::text::{TextCache, TextEngine};
 use crate::graph::GraphOptions;
-use crate::loader::Model;
+use crate::loader::{Model, WeightPages};
 use crate::path::{Engine, PathChoice};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -44,6 +44,8 @@ pub struct BenchOptions {
     pub n_gen: usize,
     /// Timed repetitions per test (`-r`), after one warm-up.
     pub reps: usize,
+    /// Where the weights live (`--no-huge-pages`: mapped).
+    pub pages: WeightPages,
 }
 
 /// One result row (`--output json` writes an array of these).
@@ -153,9 +155,10 @@ fn load_runner(
     path: PathChoice,
     threads: usize,
     ctx: usize,
+    pages: WeightPages,
 ) -> Result<Loaded, Box<dyn std::error::Error>> {
     let start = Instant::now();
-    let model = Arc::new(crate::loader::load(file)?);
+    let model = Arc::new(crate::loader::load_with(file, pages)?);
     let dispatcher = Dispatcher::new(BackendChoice::parse(backend)?, &BackendConfig { threads })?;
     let opts = GraphOptions {
         ctx_size: ctx,
@@ -224,7 +227,7 @@ pub fn run(
     for backend in &opts.backends {
         for &path in &opts.paths {
             let (mut runner, name, load_ms) =
-                match load_runner(file, backend, path, opts.threads, ctx) {
+                match load_runner(file, backend, path, opts.threads, ctx, opts.pages) {
                     Ok(x) => x,
                     Err(e) => {
                         skipped(&format!("{backend}/{}: {e}", path.name()));

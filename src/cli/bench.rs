@@ -6,6 +6,7 @@ use super::CmdResult;
 use cyb_llm::backend::BackendConfig;
 use cyb_llm::bench::{all_backends, BenchOptions, BenchRow};
 use cyb_llm::path::PathChoice;
+use cyb_llm::WeightPages;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -52,6 +53,10 @@ pub struct BenchArgs {
     /// Same as `--output json`.
     #[arg(long)]
     json: bool,
+    /// Keep the weights in the file mapping instead of copying them into transparent huge
+    /// pages (as `run --no-huge-pages`).
+    #[arg(long)]
+    no_huge_pages: bool,
 }
 
 fn list(s: &str) -> Vec<String> {
@@ -124,6 +129,11 @@ pub fn run(a: BenchArgs) -> CmdResult {
         n_prompt: a.n_prompt,
         n_gen: a.n_gen,
         reps: a.reps as usize,
+        pages: if a.no_huge_pages {
+            WeightPages::Mapped
+        } else {
+            WeightPages::HugePages
+        },
     };
     let rows = cyb_llm::bench::run(&a.verify.resolve(&a.model)?, &opts, |why| {
         eprintln!("bench: skipped {why}")

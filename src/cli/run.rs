@@ -9,6 +9,7 @@ use cyb_llm::generate::{
     fresh_seed, Finish, GenerateOptions, Generation, LoadOptions, Message, Prompt, Sampling,
     TextModel, Timings,
 };
+use cyb_llm::WeightPages;
 use serde_json::json;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -145,6 +146,10 @@ pub struct GenArgs {
     /// Graph path: skip the fusion pass.
     #[arg(long)]
     pub no_fuse: bool,
+    /// Keep the weights in the file mapping (nothing copied at load, pages shared with other
+    /// processes) instead of copying them into transparent huge pages (faster decode).
+    #[arg(long)]
+    pub no_huge_pages: bool,
     /// Graph path: print the execution-trace hash (bit-exact across machines on `--backend nox`).
     #[arg(long)]
     pub trace: bool,
@@ -162,6 +167,11 @@ impl GenArgs {
             path: self.path.into(),
             fuse: !self.no_fuse,
             trace: self.trace,
+            pages: if self.no_huge_pages {
+                WeightPages::Mapped
+            } else {
+                WeightPages::HugePages
+            },
             ..LoadOptions::default()
         };
         if let Some(t) = self.threads {

@@ -29,7 +29,7 @@ use crate::curated::llama::LogitRows;
 use crate::error::{ExecutionError, LoadError};
 use crate::graph::text::{TextCache, TextEngine};
 use crate::graph::GraphOptions;
-use crate::loader::{Model, Task};
+use crate::loader::{Model, Task, WeightPages};
 pub use crate::path::PathChoice;
 use crate::tokenizer::{StreamDecoder, Tokenizer};
 use serde::Serialize;
@@ -63,10 +63,12 @@ pub struct LoadOptions {
     pub fuse: bool,
     /// Graph path: keep the execution-trace hash (`--trace`).
     pub trace: bool,
+    /// Where the weights live (`--no-huge-pages`: [`WeightPages::Mapped`]).
+    pub pages: WeightPages,
 }
 
 impl Default for LoadOptions {
-    /// Auto backend, physical cores, 4096 tokens of context.
+    /// Auto backend, physical cores, 4096 tokens of context, weights in huge pages.
     fn default() -> Self {
         LoadOptions {
             backend: BackendChoice::Auto,
@@ -75,6 +77,7 @@ impl Default for LoadOptions {
             path: PathChoice::Auto,
             fuse: true,
             trace: false,
+            pages: WeightPages::HugePages,
         }
     }
 }
@@ -96,7 +99,7 @@ impl TextModel {
     /// Loads the `.model` file at `path` for generation.
     pub fn load(path: impl AsRef<Path>, opts: &LoadOptions) -> Result<Arc<TextModel>, Error> {
         let start = Instant::now();
-        let model = crate::loader::load(path)?;
+        let model = crate::loader::load_with(path, opts.pages)?;
         let mut tm = TextModel::from_model(Arc::new(model), opts)?;
         tm.load_ms = start.elapsed().as_secs_f64() * 1e3;
         Ok(Arc::new(tm))
