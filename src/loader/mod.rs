@@ -178,26 +178,42 @@ impl Model {
 }
 
 /// `bytes` copied into anonymous memory advised for transparent huge pages, or `None` where
-/// the system has none to give (not Linux, huge pages set to `never`, nothing to copy).
-fn huge_page_copy(bytes: &[u8]) -> std::io::Result<Option<Mmap>> {
+/// the system has none to give (not Linux, huge pages set to `never`, nothing to copy), where
+/// the copy would take more than half of the memory available now (a model larger than
+/// memory stays mapped and paged, as does a hostile file before validation), or where the
+/// kernel refuses the memory or the advice.
+fn huge_page_copy(bytes: &[u8]) -> Option<Mmap> {
     #[cfg(target_os = "linux")]
     {
         let setting = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled");
         if bytes.is_empty() || setting.map_or(true, |s| s.contains("[never]")) {
-            return Ok(None);
+            return None;
         }
-        let mut anon = memmap2::MmapOptions::new().len(bytes.len()).map_anon()?;
-        if anon.advise(memmap2::Advice::HugePage).is_err() {
-            return Ok(None);
+        if bytes.len() as u64 > available_memory()? / 2 {
+            return None;
         }
+        let mut anon = memmap2::MmapOptions::new()
+            .len(bytes.len())
+            .map_anon()
+            .ok()?;
+        anon.advise(memmap2::Advice::HugePage).ok()?;
         anon.copy_from_slice(bytes);
-        anon.make_read_only().map(Some)
+        anon.make_read_only().ok()
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = bytes;
-        Ok(None)
+        None
     }
+}
+
+/// `MemAvailable` of `/proc/meminfo` in bytes.
+#[cfg(target_os = "linux")]
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
 
 /// Turns a `toml` error inside section `section` into a [`LoadError::Toml`] with the file line.
@@ -258,8 +274,9 @@ pub enum WeightPages {
     /// The file copied into anonymous memory advised for transparent huge pages (Linux, with
     /// huge pages not disabled): one TLB entry per 2 MiB instead of per 4 KiB while a decode
     /// step streams every weight, for a copy at load and memory private to the process.
-    /// Where huge pages are unavailable the model stays [`Mapped`](WeightPages::Mapped) (a
-    /// copy into 4 KiB pages measured slower than the mapping).
+    /// Where huge pages are unavailable, or the file would take more than half of the memory
+    /// available, the model stays [`Mapped`](WeightPages::Mapped) (a copy into 4 KiB pages
+    /// measured slower than the mapping).
     HugePages,
 }
 
@@ -281,7 +298,7 @@ pub fn load_with(path: impl AsRef<Path>, pages: WeightPages) -> Result<Model, Lo
     let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
     let mmap = match pages {
         WeightPages::Mapped => mmap,
-        WeightPages::HugePages => huge_page_copy(&mmap).map_err(io)?.unwrap_or(mmap),
+        WeightPages::HugePages => huge_page_copy(&mmap).unwrap_or(mmap),
     };
     let c = container::parse(path, &mmap)?;
     let text =
