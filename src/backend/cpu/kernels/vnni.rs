@@ -81,8 +81,7 @@ macro_rules! matvec4_blocks32 {
         let mut even = [_mm256_setzero_ps(); 4];
         let mut odd = [_mm256_setzero_ps(); 4];
         let mut offsets = [0.0f32; 4];
-        let mut i = 0;
-        while i + 2 <= nb {
+        for i in (0..nb).step_by(2) {
             block4!(
                 rows,
                 lead,
@@ -95,33 +94,20 @@ macro_rules! matvec4_blocks32 {
                 offsets,
                 |$p, $q, $qs| $dot
             );
-            block4!(
-                rows,
-                lead,
-                table,
-                $a,
-                $bb,
-                i + 1,
-                odd,
-                $m_at,
-                offsets,
-                |$p, $q, $qs| $dot
-            );
-            i += 2;
-        }
-        if i < nb {
-            block4!(
-                rows,
-                lead,
-                table,
-                $a,
-                $bb,
-                i,
-                even,
-                $m_at,
-                offsets,
-                |$p, $q, $qs| $dot
-            );
+            if i + 1 < nb {
+                block4!(
+                    rows,
+                    lead,
+                    table,
+                    $a,
+                    $bb,
+                    i + 1,
+                    odd,
+                    $m_at,
+                    offsets,
+                    |$p, $q, $qs| $dot
+                );
+            }
         }
         let mut sums = [0.0f32; 4];
         for r in 0..4 {
