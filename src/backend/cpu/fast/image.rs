@@ -46,7 +46,7 @@ pub(super) fn conv2d_add(
 }
 
 /// `Conv2d` (see [`Op::Conv2d`]): the direct kernel where it applies (stride 1 on
-/// AVX-512F or AVX2+FMA), else per batch entry and group the input copied once into a
+/// AVX-512F or AVX2+FMA), the depthwise loops for one input channel per group, else per batch entry and group the input copied once into a
 /// zero-padded channels-last buffer, so each patch row (`[Ho Wo, kh kw Cg]`, taps outer,
 /// channels inner) is `kh kw` contiguous copies; then the gemm kernel against the kernel
 /// rows reordered the same way.
@@ -62,6 +62,9 @@ pub(super) fn conv2d(
     if super::conv_direct::applies(a) {
         let wide = kernels::avx512_detected();
         return super::conv_direct::conv2d(pool, a, wide, x, w, b, y);
+    }
+    if super::conv_depthwise::applies(a) {
+        return super::conv_depthwise::conv2d(pool, a, x, w, b, y);
     }
     let (h, wd) = (a.x_shape[2], a.x_shape[3]);
     let (cout, cg, kh, kw) = (a.w_shape[0], a.w_shape[1], a.w_shape[2], a.w_shape[3]);

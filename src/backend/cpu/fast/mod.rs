@@ -7,6 +7,7 @@ mod attention;
 pub(super) mod attention_block;
 #[cfg(target_arch = "x86_64")]
 mod attention_rows;
+mod conv_depthwise;
 #[cfg(target_arch = "x86_64")]
 mod conv_direct;
 mod elementwise;

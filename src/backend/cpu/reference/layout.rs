@@ -19,21 +19,6 @@ pub(super) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
     idx
 }
 
-/// Flat position in `shape` (right-aligned, size-1 dims broadcast) of output index `idx`.
-fn broadcast_flat(idx: &[usize], shape: &[usize]) -> usize {
-    let offset = idx.len() - shape.len();
-    let st = strides(shape);
-    (0..shape.len())
-        .map(|i| {
-            if shape[i] == 1 {
-                0
-            } else {
-                idx[offset + i] * st[i]
-            }
-        })
-        .sum()
-}
-
 /// `f(a, b)` with NumPy broadcasting into `out_shape`.
 pub(super) fn broadcast(
     a: &[f32],
@@ -43,16 +28,11 @@ pub(super) fn broadcast(
     out_shape: &[usize],
     f: fn(f32, f32) -> f32,
 ) -> Vec<f32> {
-    let n: usize = out_shape.iter().product();
-    (0..n)
-        .map(|flat| {
-            let idx = unravel(flat, out_shape);
-            f(
-                a[broadcast_flat(&idx, a_shape)],
-                b[broadcast_flat(&idx, b_shape)],
-            )
-        })
-        .collect()
+    let (sa, sb) = (
+        broadcast_src(out_shape, a_shape),
+        broadcast_src(out_shape, b_shape),
+    );
+    sa.iter().zip(&sb).map(|(&i, &j)| f(a[i], b[j])).collect()
 }
 
 /// `y[i0, i1, ..] = x[..]` where output dim `d` is input dim `perm[d]`.
@@ -100,11 +80,93 @@ pub(super) fn slice<T: Copy>(
     out
 }
 
-/// For each flat position of `out_shape`, the flat position in `shape` that NumPy
-/// broadcasting reads.
+/// For each flat position of `out_shape`, the flat position in `shape` (right-aligned,
+/// size-1 dims broadcast) that NumPy broadcasting reads. The output index is stepped like an
+/// odometer, the source position moving by each dim's stride (zero where broadcast).
 pub(super) fn broadcast_src(out_shape: &[usize], shape: &[usize]) -> Vec<usize> {
     let n: usize = out_shape.iter().product();
-    (0..n)
-        .map(|flat| broadcast_flat(&unravel(flat, out_shape), shape))
-        .collect()
+    let rank = out_shape.len();
+    let mut src = Vec::with_capacity(n);
+    if n == 0 {
+        return src;
+    }
+    let Some(&inner) = out_shape.last() else {
+        src.push(0);
+        return src;
+    };
+    let offset = rank - shape.len();
+    let st = strides(shape);
+    let step: Vec<usize> = (0..rank)
+        .map(|d| match d.checked_sub(offset) {
+            Some(i) if shape[i] != 1 => st[i],
+            _ => 0,
+        })
+        .collect();
+    let inner_step = step[rank - 1];
+    let mut idx = vec![0usize; rank];
+    let mut base = 0;
+    loop {
+        src.extend((0..inner).map(|i| base + i * inner_step));
+        let mut d = rank - 1;
+        loop {
+            if d == 0 {
+                return src;
+            }
+            d -= 1;
+            idx[d] += 1;
+            base += step[d];
+            if idx[d] < out_shape[d] {
+                break;
+            }
+            base -= step[d] * out_shape[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The source position of each output position by its multi-index, dim by dim.
+    fn by_multi_index(out_shape: &[usize], shape: &[usize]) -> Vec<usize> {
+        let n: usize = out_shape.iter().product();
+        let (offset, st) = (out_shape.len() - shape.len(), strides(shape));
+        (0..n)
+            .map(|flat| {
+                let idx = unravel(flat, out_shape);
+                (0..shape.len())
+                    .map(|i| {
+                        if shape[i] == 1 {
+                            0
+                        } else {
+                            idx[offset + i] * st[i]
+                        }
+                    })
+                    .sum()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn broadcast_src_matches_the_multi_index_definition() {
+        let cases: [(&[usize], &[usize]); 9] = [
+            (&[], &[]),
+            (&[5], &[1]),
+            (&[5], &[5]),
+            (&[109, 239], &[1, 239]),
+            (&[109, 239], &[109, 1]),
+            (&[2, 3, 4], &[3, 1]),
+            (&[2, 1, 4], &[]),
+            (&[3, 0, 2], &[0, 1]),
+            (&[2, 3, 1, 17], &[2, 1, 1, 17]),
+        ];
+        for (out, shape) in cases {
+            assert_eq!(
+                broadcast_src(out, shape),
+                by_multi_index(out, shape),
+                "{out:?} from {shape:?}"
+            );
+        }
+    }
 }
