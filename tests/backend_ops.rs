@@ -810,8 +810,9 @@ fn fused_group_norm_equals_its_composition() {
 
 /// `FusedConvAdd` gives exactly `Conv2d`, `Reshape` to the residual's shape, `Add` on the
 /// cpu backend (the direct kernel's tiles, stored in place and through its tile buffer, and
-/// the im2col path for strided convolutions) and the reference within the one-op
-/// tolerance; a residual of another size is an error.
+/// the im2col path for strided convolutions), with and without the `LeakyRelu` before the
+/// convolution, and the reference within the one-op tolerance; a residual of another size
+/// is an error.
 #[test]
 fn fused_conv_add_equals_its_composition() {
     use cyb_llm::backend::cpu::CpuBackend;
@@ -856,40 +857,51 @@ fn fused_conv_add_equals_its_composition() {
         ),
     ];
     for (i, (xs, ws, op, flat)) in cases.into_iter().enumerate() {
-        let x = rand_tensor(&mut r, &xs);
-        let w = rand_tensor(&mut r, &ws);
-        let mut inputs = vec![x, w];
-        if i != 2 {
-            inputs.push(rand_tensor(&mut r, &[ws[0]]));
+        for leaky in [None, Some(0.1)] {
+            let x = rand_tensor(&mut r, &xs);
+            let w = rand_tensor(&mut r, &ws);
+            let activated = match leaky {
+                Some(s) => cpu
+                    .execute(&Op::LeakyRelu(s), std::slice::from_ref(&x), &mut ctx)
+                    .unwrap()
+                    .remove(0),
+                None => x.clone(),
+            };
+            let mut inputs = vec![activated, w];
+            if i != 2 {
+                inputs.push(rand_tensor(&mut r, &[ws[0]]));
+            }
+            let y = cpu.execute(&op, &inputs, &mut ctx).unwrap().remove(0);
+            let mut shape = y.shape().to_vec();
+            if flat {
+                shape.remove(2);
+            }
+            let residual = rand_tensor(&mut r, &shape);
+            let y = Tensor::from_f32(&shape, y.as_f32().unwrap().to_vec()).unwrap();
+            let want = cpu
+                .execute(&Op::Add, &[y, residual.clone()], &mut ctx)
+                .unwrap();
+            let fused = Op::FusedConvAdd {
+                conv: Box::new(op.clone()),
+                leaky,
+            };
+            inputs[0] = x;
+            let mut all = vec![residual];
+            all.extend(inputs);
+            let got = cpu.execute(&fused, &all, &mut ctx).unwrap();
+            assert_eq!(got[0].shape(), want[0].shape(), "{op:?}");
+            assert_eq!(
+                got[0].as_f32().unwrap(),
+                want[0].as_f32().unwrap(),
+                "{op:?} {xs:?} leaky {leaky:?}: fused vs LeakyRelu, Conv2d, Add"
+            );
+            check_op(&fused, &all, 1e-4, 2);
+            all[0] = rand_tensor(&mut r, &[3]);
+            assert!(
+                cpu.execute(&fused, &all, &mut ctx).is_err(),
+                "residual [3] accepted for {xs:?}"
+            );
         }
-        let y = cpu.execute(&op, &inputs, &mut ctx).unwrap().remove(0);
-        let mut shape = y.shape().to_vec();
-        if flat {
-            shape.remove(2);
-        }
-        let residual = rand_tensor(&mut r, &shape);
-        let y = Tensor::from_f32(&shape, y.as_f32().unwrap().to_vec()).unwrap();
-        let want = cpu
-            .execute(&Op::Add, &[y, residual.clone()], &mut ctx)
-            .unwrap();
-        let fused = Op::FusedConvAdd {
-            conv: Box::new(op.clone()),
-        };
-        let mut all = vec![residual];
-        all.extend(inputs);
-        let got = cpu.execute(&fused, &all, &mut ctx).unwrap();
-        assert_eq!(got[0].shape(), want[0].shape(), "{op:?}");
-        assert_eq!(
-            got[0].as_f32().unwrap(),
-            want[0].as_f32().unwrap(),
-            "{op:?} {xs:?}: fused vs Conv2d then Add"
-        );
-        check_op(&fused, &all, 1e-4, 2);
-        all[0] = rand_tensor(&mut r, &[3]);
-        assert!(
-            cpu.execute(&fused, &all, &mut ctx).is_err(),
-            "residual [3] accepted for {xs:?}"
-        );
     }
 }
 

@@ -16,7 +16,9 @@ mod onnx_util;
 
 use cyb_llm::backend::{BackendChoice, Tensor};
 use cyb_llm::graph::{GraphModel, GraphOptions};
-use onnx_util::{eval_fixture, fixture, max_abs_diff, piper_model, read_npy, read_npy_i64};
+use onnx_util::{
+    eval_fixture, eval_run, fixture, max_abs_diff, piper_model, read_npy, read_npy_i64,
+};
 use std::sync::Arc;
 
 const TOLERANCE: f32 = 1e-3;
@@ -43,6 +45,32 @@ fn piper_on_cpu_matches_onnxruntime_for_every_sentence() {
                 "{case} on cpu -t {threads}: max |diff| {d:e}"
             );
         }
+    }
+}
+
+#[test]
+fn piper_fused_and_unfused_both_match_onnxruntime() {
+    // The fusion pass folds each decoder convolution's residual Add into it
+    // (-> FusedConvAdd), and the LeakyRelu before it where the convolution is its only
+    // reader (HiFi-GAN's residual blocks: 9 of the decoder's 16; the others feed three
+    // blocks or a transposed convolution).
+    let inputs = ["input", "input_lengths", "scales"];
+    let args = ["--backend", "cpu", "-t", "2", "--profile"];
+    let (_, stderr) = eval_run(piper_model(), "piper", "s1", &inputs, &args);
+    let nodes = |op: &str| {
+        stderr
+            .lines()
+            .find(|l| l.starts_with(&format!("profile: {op} ")))
+            .and_then(|l| l.split_whitespace().rev().nth(3)?.parse::<usize>().ok())
+    };
+    assert_eq!(nodes("FusedConvAdd"), Some(47), "{stderr}");
+    assert_eq!(nodes("LeakyRelu"), Some(7), "{stderr}");
+    for args in [
+        &["--backend", "cpu"][..],
+        &["--backend", "cpu", "--no-fuse"],
+    ] {
+        let d = eval_case("s1", args);
+        assert!(d <= TOLERANCE, "s1 {args:?}: max |diff| {d:e}");
     }
 }
 

@@ -7,8 +7,7 @@
 
 mod onnx_util;
 
-use onnx_util::{eval_fixture, fixture, scratch_dir, unet_model};
-use std::process::Command;
+use onnx_util::{eval_fixture, eval_run, unet_model};
 
 const TOLERANCE: f32 = 1e-3;
 
@@ -51,23 +50,9 @@ fn unet_fused_and_unfused_both_match_onnxruntime() {
     // its time-embedding Mul and Add and its Silu (-> FusedGroupNorm), each attention's
     // BatchMatmul, Softmax, BatchMatmul (-> FusedAttention), and each convolution with the
     // residual Add after it (-> FusedConvAdd).
-    let out = scratch_dir().join("fusion-count");
-    let run = Command::new(env!("CARGO_BIN_EXE_cyb-llm"))
-        .args(["eval"])
-        .arg(unet_model())
-        .args(["--backend", "cpu", "-t", "2", "--timings"])
-        .args(["noisy", "sigma", "difficulty"].map(|n| {
-            format!(
-                "--input={n}={}",
-                fixture(&format!("unet/b1_{n}.npy")).display()
-            )
-        }))
-        .arg("--output-dir")
-        .arg(&out)
-        .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "{stderr}");
+    let inputs = ["noisy", "sigma", "difficulty"];
+    let args = ["--backend", "cpu", "-t", "2", "--timings"];
+    let (_, stderr) = eval_run(unet_model(), "unet", "b1", &inputs, &args);
     assert!(stderr.contains("(475 fused groups)"), "{stderr}");
     let fused = eval_case("b2", &["--backend", "cpu", "-t", "2"]);
     let unfused = eval_case("b2", &["--backend", "cpu", "-t", "2", "--no-fuse"]);

@@ -412,12 +412,15 @@ pub enum Op {
         /// Real rows of each sequence, each in `1..=L`.
         lengths: Vec<usize>,
     },
-    /// `[r, x, w, b?] -> [reshape(conv(x, w, b), shape of r) + r]`: a convolution whose
-    /// output (as many values as `r`, in the same order) gets the residual `r` added (`conv`,
-    /// a `Reshape` where the graph has one, `Add` in turn).
+    /// `[r, x, w, b?] -> [reshape(conv(a(x), w, b), shape of r) + r]`: a convolution whose
+    /// output (as many values as `r`, in the same order) gets the residual `r` added, its
+    /// input first through `a`, the `LeakyRelu` of slope `leaky` where given, else the
+    /// identity (`LeakyRelu`, `conv`, a `Reshape` where the graph has one, `Add` in turn).
     FusedConvAdd {
         /// The convolution: an [`Op::Conv2d`].
         conv: Box<Op>,
+        /// The slope of a `LeakyRelu` applied to `x` before the convolution.
+        leaky: Option<f32>,
     },
     /// `[q [.., L, d], kt [.., d, S], v [.., S, e]] -> [softmax(q kt) v [.., L, e]]`, the
     /// same leading dims on all three, the softmax over each row of `S` scores, no scale
@@ -1289,7 +1292,7 @@ impl Op {
                 let lout = span / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
             }
-            Op::FusedConvAdd { conv } => {
+            Op::FusedConvAdd { conv, .. } => {
                 if !matches!(**conv, Op::Conv2d { .. }) || inputs.len() < 3 {
                     return Err(ExecutionError::UnsupportedOp {
                         op: format!(

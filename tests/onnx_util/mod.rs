@@ -75,16 +75,15 @@ pub fn fixture(rel: &str) -> PathBuf {
 }
 
 /// Runs `cyb-llm eval MODEL` with `args` on the fixtures `SET/CASE_INPUT.npy` of each
-/// of `inputs`, and compares its f32 `output` with `SET/CASE_OUTPUT.npy` (the shapes
-/// must be equal): the max |diff| and the bytes of the `.npy` file eval wrote.
-pub fn eval_fixture(
+/// of `inputs` (a failed run fails the test): the folder of the outputs and what eval
+/// printed on stderr.
+pub fn eval_run(
     model: &Path,
     set: &str,
     case: &str,
     inputs: &[&str],
-    output: &str,
     args: &[&str],
-) -> (f32, Vec<u8>) {
+) -> (PathBuf, String) {
     static RUNS: AtomicUsize = AtomicUsize::new(0);
     let run_id = RUNS.fetch_add(1, Ordering::Relaxed);
     let out = scratch_dir().join(format!("eval-{case}-{run_id}"));
@@ -100,11 +99,22 @@ pub fn eval_fixture(
         .args(args)
         .output()
         .unwrap();
-    assert!(
-        run.status.success(),
-        "eval {case} {args:?}: {}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let stderr = String::from_utf8_lossy(&run.stderr).into_owned();
+    assert!(run.status.success(), "eval {case} {args:?}: {stderr}");
+    (out, stderr)
+}
+
+/// [`eval_run`], then its f32 `output` compared with `SET/CASE_OUTPUT.npy` (the shapes
+/// must be equal): the max |diff| and the bytes of the `.npy` file eval wrote.
+pub fn eval_fixture(
+    model: &Path,
+    set: &str,
+    case: &str,
+    inputs: &[&str],
+    output: &str,
+    args: &[&str],
+) -> (f32, Vec<u8>) {
+    let (out, _) = eval_run(model, set, case, inputs, args);
     let written = out.join(format!("{output}.npy"));
     let (shape, got) = read_npy(&written);
     let (want_shape, want) = read_npy(&fixture(&format!("{set}/{case}_{output}.npy")));

@@ -2,9 +2,11 @@
 //! `Squeeze`, `Unsqueeze`: an imported 1-D convolution), then `Add` of a residual `r` of
 //! the sum's shape becomes one `FusedConvAdd(r, x, w, b)` (see [`Op::FusedConvAdd`]) when
 //! each step's output has no other consumer: the residual is added while the
-//! convolution's output tile is in cache instead of in a pass of its own.
+//! convolution's output tile is in cache instead of in a pass of its own. A `LeakyRelu`
+//! producing `x` for the convolution alone joins too (HiFi-GAN's residual blocks), applied
+//! as the input is copied into the padded planes.
 
-use super::{fixed, Pass, Supports};
+use super::{fixed, producer, Pass, Supports};
 use crate::backend::Op;
 use crate::ir::{Graph, GraphOp};
 
@@ -54,11 +56,19 @@ pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
         if chain.iter().any(|&n| pass.touched(n)) {
             continue;
         }
+        let activation = leaky_input(g, &pass, ci);
         let fused = Op::FusedConvAdd {
             conv: Box::new(op.clone()),
+            leaky: activation.map(|a| a.slope),
         };
         let mut inputs = vec![r];
         inputs.extend(&conv.inputs);
+        if let Some(LeakyInput {
+            reshape: None, x, ..
+        }) = activation
+        {
+            inputs[1] = x;
+        }
         if !supports(add, &fused, &inputs, g) {
             continue;
         }
@@ -66,6 +76,60 @@ pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
             continue;
         };
         pass.rewrite(at, conv.id, fused, [inputs, add.outputs.clone()], drop);
+        if let Some(a) = activation {
+            if let Some(ri) = a.reshape {
+                pass.reroute(ri, 0, a.x);
+            }
+            pass.remove(a.node);
+        }
     }
     pass.finish()
+}
+
+/// A `LeakyRelu` feeding convolution node `ci` alone, directly or through one reshape that
+/// feeds it alone: the reshape then reads the activation's input (an element-wise op commutes
+/// with a reshape) and the activation goes into the fused convolution.
+#[derive(Clone, Copy)]
+struct LeakyInput {
+    /// The `LeakyRelu` node.
+    node: usize,
+    slope: f32,
+    /// Its input.
+    x: usize,
+    /// The reshape between it and the convolution.
+    reshape: Option<usize>,
+}
+
+fn leaky_input(g: &Graph, pass: &Pass, ci: usize) -> Option<LeakyInput> {
+    let v = g.nodes[ci].inputs[0];
+    if pass.only_user(v) != Some(ci) {
+        return None;
+    }
+    let p = producer(g, v)?;
+    let (reshape, v) = match g.nodes[p].op {
+        GraphOp::Reshape(_)
+        | GraphOp::ReshapeTo { .. }
+        | GraphOp::Squeeze(_)
+        | GraphOp::Unsqueeze(_) => {
+            let u = g.nodes[p].inputs[0];
+            if pass.only_user(u) != Some(p) {
+                return None;
+            }
+            (Some(p), u)
+        }
+        _ => (None, v),
+    };
+    let li = producer(g, v)?;
+    let Some(&Op::LeakyRelu(slope)) = fixed(&g.nodes[li]) else {
+        return None;
+    };
+    if pass.touched(li) || reshape.is_some_and(|r| pass.touched(r)) {
+        return None;
+    }
+    Some(LeakyInput {
+        node: li,
+        slope,
+        x: g.nodes[li].inputs[0],
+        reshape,
+    })
 }

@@ -358,6 +358,20 @@ impl<'g> Pass<'g> {
         self.count += 1;
     }
 
+    /// Node `at` reads value `v` as its input `k` (the rest of it unchanged).
+    fn reroute(&mut self, at: usize, k: usize, v: usize) {
+        let mut node = self.replaced[at]
+            .clone()
+            .unwrap_or_else(|| self.g.nodes[at].clone());
+        node.inputs[k] = v;
+        self.replaced[at] = Some(node);
+    }
+
+    /// Node `n` goes (its outputs must have no reader left).
+    fn remove(&mut self, n: usize) {
+        self.removed[n] = true;
+    }
+
     /// The rewritten graph and how many rewrites were made.
     fn finish(self) -> (Graph, usize) {
         (rebuild(self.g, &self.removed, &self.replaced), self.count)

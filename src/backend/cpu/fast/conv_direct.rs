@@ -13,6 +13,7 @@
 //! positions `(t + pl) div s - j`, a stride-1 convolution of the input with the phase's
 //! taps reversed, written to every `s`-th output.
 
+use super::elementwise::{leaky_relu, vectorized};
 use super::par::PAR_MIN_WORK;
 use crate::backend::cpu::reference::image::Conv2dArgs;
 use crate::backend::cpu::simd;
@@ -101,16 +102,19 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
-    conv2d_add(pool, a, wide, [x, w], b, None, y);
+    conv2d_add(pool, a, wide, [x, w], None, b, None, y);
 }
 
-/// [`conv2d`] of `[x, w]`, then `residual` (the output's layout) added to each output value
-/// while its tile is in cache: `Conv2d`, then `Add`.
+/// [`conv2d`] of `[leaky(x), w]` (`leaky`: the slope of a `LeakyRelu` applied to each
+/// input value as it is copied into the padded planes), then `residual` (the output's layout)
+/// added to each output value while its tile is in cache: `LeakyRelu`, `Conv2d`, `Add`.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
     a: &Conv2dArgs,
     wide: bool,
     [x, w]: [&[f32]; 2],
+    leaky: Option<f32>,
     b: Option<&[f32]>,
     residual: Option<&[f32]>,
     y: &mut [f32],
@@ -134,7 +138,7 @@ pub(super) fn conv2d_add(
     // Without padding the planes are read in place when no block reads past the group's
     // last plane (flat positions rounded up to whole vectors, plus the last tap's offset).
     let reach = plan.positions.next_multiple_of(VEC) + plan.offsets.last().copied().unwrap_or(0);
-    let in_place = a.pads == [0; 4] && reach <= plan.plane;
+    let in_place = a.pads == [0; 4] && reach <= plan.plane && leaky.is_none();
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
     let mut padded = PADDED.take();
@@ -151,7 +155,7 @@ pub(super) fn conv2d_add(
                     pool,
                     &plan,
                     [a.pads[0], a.pads[1]],
-                    planes,
+                    (planes, leaky),
                     [h, wd],
                     &mut padded,
                 );
@@ -178,15 +182,15 @@ thread_local! {
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Writes `planes` (`[Cg, H, W]`) as the zero-padded planes, `pads` (top, left) from their
-/// corner, the planes in parallel on `pool` when they are large: every value of the first
-/// `Cg` planes is written once (borders zeroed here, so the buffer need not be cleared
-/// first).
+/// Writes `planes` (`[Cg, H, W]`, each value through the `LeakyRelu` of slope `leaky` where
+/// given) as the zero-padded planes, `pads` (top, left) from their corner, the planes in
+/// parallel on `pool` when they are large: every value of the first `Cg` planes is written
+/// once (borders zeroed here, so the buffer need not be cleared first).
 fn pad_planes(
     pool: &ThreadPool,
     plan: &Plan,
     pads: [usize; 2],
-    planes: &[f32],
+    (planes, leaky): (&[f32], Option<f32>),
     [h, wd]: [usize; 2],
     padded: &mut [f32],
 ) {
@@ -197,7 +201,18 @@ fn pad_planes(
             match r.checked_sub(top).filter(|&i| i < h) {
                 Some(i) => {
                     line[..left].fill(0.0);
-                    line[left..left + wd].copy_from_slice(&src[i * wd..][..wd]);
+                    let (out, row) = (&mut line[left..left + wd], &src[i * wd..][..wd]);
+                    match leaky {
+                        None => out.copy_from_slice(row),
+                        Some(s) => vectorized(
+                            #[inline(always)]
+                            || {
+                                for (o, &v) in out.iter_mut().zip(row) {
+                                    *o = leaky_relu(v, s);
+                                }
+                            },
+                        ),
+                    }
                     line[left + wd..].fill(0.0);
                 }
                 None => line.fill(0.0),
@@ -296,7 +311,14 @@ pub(super) fn conv_transpose2d(
     };
     for bi in 0..n {
         let planes = &x[bi * cin * wd..][..cin * wd];
-        pad_planes(pool, &plan(0, 0), [0, left], planes, [1, wd], &mut padded);
+        pad_planes(
+            pool,
+            &plan(0, 0),
+            [0, left],
+            (planes, None),
+            [1, wd],
+            &mut padded,
+        );
         for &(r, first, pad, taps) in &phases {
             // The phase's kernel rows `[Cout, Cin, J]`, taps reversed.
             weights.clear();

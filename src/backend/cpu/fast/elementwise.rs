@@ -1,6 +1,6 @@
 //! Fast element-wise ops, norms and softmax, parallel over rows when large.
 
-use super::super::kernels::gelu::gelu;
+use super::super::kernels::gelu::{erf, gelu};
 use super::super::reference::silu;
 use super::super::simd;
 use super::par::chunks;
@@ -100,6 +100,17 @@ fn gelu_tanh(x: f32) -> f32 {
     x / (1.0 + exp_approx(-2.0 * u))
 }
 
+/// `LeakyRelu` of `slope`: `v` where positive, else `slope v` (the op's value, for the ops
+/// that apply it on the way).
+#[inline(always)]
+pub(super) fn leaky_relu(v: f32, slope: f32) -> f32 {
+    if v > 0.0 {
+        v
+    } else {
+        slope * v
+    }
+}
+
 /// `y[i] = f(x[i])`.
 fn map(
     pool: &ThreadPool,
@@ -148,7 +159,7 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
         Op::Gelu => u.apply(t, gelu),
         Op::GeluTanh => u.apply(t, gelu_tanh),
         Op::Relu => u.apply(1, |v| v.max(0.0)),
-        Op::LeakyRelu(s) => u.apply(1, move |v| if v > 0.0 { v } else { s * v }),
+        Op::LeakyRelu(s) => u.apply(1, move |v| leaky_relu(v, s)),
         Op::Sigmoid => u.apply(t, |v| 1.0 / (1.0 + exp_approx(-v))),
         Op::Tanh => u.apply(t, tanh_approx),
         Op::Softcap(c) => u.apply(t, move |v| c * (v / c).tanh()),
@@ -159,7 +170,7 @@ fn with_unary(op: &Op, u: impl UnaryUse) -> bool {
         Op::Sin => u.apply(t, f32::sin),
         Op::Reciprocal => u.apply(2, |v| 1.0 / v),
         Op::Neg => u.apply(1, |v| -v),
-        Op::Erf => u.apply(t, crate::backend::cpu::reference::erf),
+        Op::Erf => u.apply(t, erf),
         Op::PowScalar(p) => u.apply(t, move |v| crate::backend::cpu::reference::pow_scalar(v, p)),
         Op::Softplus => u.apply(t, crate::backend::cpu::reference::softplus),
         Op::Ceil => u.apply(1, f32::ceil),

@@ -22,13 +22,16 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
     pool.install(|| kernels::matmul_with(path, DType::F32, bytes, n, k, x, m, None, y));
 }
 
-/// `Conv2d` of `[x, w]` (bias `b`) with `residual` (the output's layout) added to each
-/// output value: `Conv2d`, then `Add`; in the direct kernel's tiles where it applies, else a
-/// second pass over the output on the calling thread.
+/// `Conv2d` of `[leaky(x), w]` (bias `b`; `leaky`: the slope of a `LeakyRelu` applied to
+/// `x` first) with `residual` (the output's layout) added to each output value:
+/// `LeakyRelu`, `Conv2d`, then `Add`; the activation in the direct kernel's padded copy and
+/// the residual in its tiles where it applies, else each a pass of its own.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
     a: &Conv2dArgs,
     [x, w]: [&[f32]; 2],
+    leaky: Option<f32>,
     b: Option<&[f32]>,
     residual: &[f32],
     y: &mut [f32],
@@ -36,9 +39,14 @@ pub(super) fn conv2d_add(
     #[cfg(target_arch = "x86_64")]
     if super::conv_direct::applies(a) {
         let wide = kernels::avx512_detected();
-        return super::conv_direct::conv2d_add(pool, a, wide, [x, w], b, Some(residual), y);
+        return super::conv_direct::conv2d_add(pool, a, wide, [x, w], leaky, b, Some(residual), y);
     }
-    conv2d(pool, a, x, w, b, y);
+    let activated: Option<Vec<f32>> = leaky.map(|s| {
+        x.iter()
+            .map(|&v| super::elementwise::leaky_relu(v, s))
+            .collect()
+    });
+    conv2d(pool, a, activated.as_deref().unwrap_or(x), w, b, y);
     // Convolutions the direct kernel does not take (strided, narrow groups, no AVX2).
     for (v, &r) in y.iter_mut().zip(residual) {
         *v += r;
@@ -262,7 +270,8 @@ pub(super) fn conv_transpose2d(
 }
 
 /// `BatchMatmul` (see [`Op::BatchMatmul`]): per batch entry, `b` transposed
-/// once, then the gemm kernel.
+/// (once for consecutive entries that share it, as a broadcast `b` does), then the gemm
+/// kernel.
 pub(super) fn batch_matmul(
     pool: &ThreadPool,
     a: (&[f32], &[usize]),
@@ -272,11 +281,15 @@ pub(super) fn batch_matmul(
 ) {
     let BatchPlan { m, k, n, offsets } = batch_plan(a.1, b.1, out_shape);
     let mut bt = vec![0.0f32; k * n];
+    let mut transposed = None;
     for (out, &(ao, bo)) in y.chunks_mut((m * n).max(1)).zip(&offsets) {
-        transpose(&b.0[bo..], k, n, &mut bt);
         if k == 0 {
             out.fill(0.0);
             continue;
+        }
+        if transposed != Some(bo) {
+            transpose(&b.0[bo..], k, n, &mut bt);
+            transposed = Some(bo);
         }
         gemm_rows(pool, &a.0[ao..ao + m * k], k, &bt, n, out);
     }
@@ -433,6 +446,45 @@ pub(super) mod tests {
     /// A value sequence without structure: `sin(1.3 i + seed)`.
     pub(in super::super) fn values(n: usize, seed: f32) -> Vec<f32> {
         (0..n).map(|i| (i as f32 * 1.3 + seed).sin()).collect()
+    }
+
+    #[test]
+    fn permute_moves_every_value_where_its_index_says() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        let cases: [(&[usize], &[usize]); 8] = [
+            (&[192, 109], &[1, 0]),
+            (&[1, 109, 192], &[0, 2, 1]),
+            (&[3, 2, 17, 33], &[0, 1, 3, 2]),
+            (&[40, 5, 300], &[0, 2, 1]),
+            (&[1, 16, 16], &[0, 2, 1]),
+            (&[2, 0, 5], &[0, 2, 1]),
+            (&[2, 3, 4, 5], &[0, 2, 1, 3]),
+            (&[2, 3, 4], &[2, 0, 1]),
+        ];
+        for (shape, perm) in cases {
+            let x = values(shape.iter().product(), 0.3);
+            let out_shape: Vec<usize> = perm.iter().map(|&p| shape[p]).collect();
+            let mut want = vec![0.0f32; x.len()];
+            for (flat, w) in want.iter_mut().enumerate() {
+                // The output multi-index, then the input position it names.
+                let (mut rest, mut src) = (flat, 0);
+                let mut idx = vec![0; shape.len()];
+                for d in (0..shape.len()).rev() {
+                    idx[perm[d]] = rest % out_shape[d];
+                    rest /= out_shape[d];
+                }
+                for (d, &i) in idx.iter().enumerate() {
+                    src = src * shape[d] + i;
+                }
+                *w = x[src];
+            }
+            let mut got = vec![f32::NAN; x.len()];
+            permute(&pool, &x, shape, perm, &mut got);
+            assert_eq!(got, want, "{shape:?} by {perm:?}");
+        }
     }
 
     /// A convolution's shapes (x, w, out) and attributes, as in [`Conv2dArgs`].

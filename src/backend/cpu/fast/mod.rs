@@ -340,7 +340,7 @@ pub fn execute(
             let y = linear::matmul(pool, &inputs[0], &inputs[1], Some(&finish), shape0, ctx)?;
             one(y)
         }
-        Op::FusedConvAdd { conv } => {
+        Op::FusedConvAdd { conv, leaky } => {
             let conv_outs = conv.infer(&infos[1..])?;
             let Some(args) = reference::image::Conv2dArgs::of(conv, &infos[1..], &conv_outs) else {
                 return reference::execute(op, inputs);
@@ -348,7 +348,7 @@ pub fn execute(
             let (r, x, w) = (read(0)?, read(1)?, read(2)?);
             let b = inputs.get(3).map(|_| read(3)).transpose()?;
             one(ctx.tensor_with(shape0, false, |y| {
-                image::conv2d_add(pool, &args, [&x, &w], b.as_deref(), &r, y);
+                image::conv2d_add(pool, &args, [&x, &w], *leaky, b.as_deref(), &r, y);
                 Ok(())
             })?)
         }

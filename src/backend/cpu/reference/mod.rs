@@ -217,8 +217,12 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect())
         }
-        Op::FusedConvAdd { conv } => {
-            let y = execute(conv, &inputs[1..])?.remove(0);
+        Op::FusedConvAdd { conv, leaky } => {
+            let mut conv_inputs = inputs[1..].to_vec();
+            if let Some(slope) = leaky {
+                conv_inputs[0] = execute(&Op::LeakyRelu(*slope), &inputs[1..2])?.remove(0);
+            }
+            let y = execute(conv, &conv_inputs)?.remove(0);
             let y = Tensor::from_f32(inputs[0].shape(), y.read_f32("FusedConvAdd")?.to_vec())?;
             execute(&Op::Add, &[y, inputs[0].clone()])
         }
