@@ -513,6 +513,12 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
                                 *dst.0.add(at + i * om.step) = v;
                             }
                         }
+                        Some(res) if om.step == 1 => {
+                            let out = std::slice::from_raw_parts_mut(dst.0.add(at), len);
+                            for ((o, &v), &r) in out.iter_mut().zip(src).zip(&res[at..at + len]) {
+                                *o = v + r;
+                            }
+                        }
                         Some(res) => {
                             for (i, &v) in src.iter().enumerate() {
                                 let k = at + i * om.step;

@@ -269,6 +269,75 @@ pub(super) fn conv_transpose2d(
     }
 }
 
+/// The window of an [`Op::AvgPool2d`].
+pub(super) struct Window {
+    pub kernel: [usize; 2],
+    pub stride: [usize; 2],
+    /// `[top, left, bottom, right]`.
+    pub pads: [usize; 4],
+    pub count_include_pad: bool,
+}
+
+/// `AvgPool2d` (see [`Op::AvgPool2d`]) of `x [B, C, H, W]` into `y [B, C, Ho, Wo]`, planes in
+/// parallel: each output the f32 sum of the window's values inside the input (rows, then
+/// columns), divided by the window's size or, without `count_include_pad`, by the number
+/// of those values.
+pub(super) fn avg_pool2d(
+    pool: &ThreadPool,
+    x: &[f32],
+    x_shape: &[usize],
+    win: &Window,
+    out_shape: &[usize],
+    y: &mut [f32],
+) {
+    let (h, w) = (x_shape[2], x_shape[3]);
+    let (ho, wo) = (out_shape[2], out_shape[3]);
+    let [kh, kw] = win.kernel;
+    if ho * wo == 0 {
+        return;
+    }
+    // The input range `[start, end)` of each output index along an axis of length `n`
+    // (empty where the window lies in the padding).
+    let ranges =
+        |len: usize, stride: usize, pad: usize, k: usize, n: usize| -> Vec<(usize, usize)> {
+            (0..len)
+                .map(|i| {
+                    let first = i * stride;
+                    let end = (first + k).saturating_sub(pad).min(n);
+                    (first.saturating_sub(pad).min(end), end)
+                })
+                .collect()
+        };
+    let rows = ranges(ho, win.stride[0], win.pads[0], kh, h);
+    let cols = ranges(wo, win.stride[1], win.pads[1], kw, w);
+    chunks(
+        pool,
+        y.len() * kh * kw,
+        y,
+        ho * wo,
+        || (),
+        |_, p, out| {
+            let plane = &x[p * h * w..][..h * w];
+            for (row, &(r0, r1)) in out.chunks_exact_mut(wo).zip(&rows) {
+                for (o, &(c0, c1)) in row.iter_mut().zip(&cols) {
+                    let mut sum = 0.0f32;
+                    for r in r0..r1 {
+                        for &v in &plane[r * w + c0..r * w + c1] {
+                            sum += v;
+                        }
+                    }
+                    let count = if win.count_include_pad {
+                        kh * kw
+                    } else {
+                        ((r1 - r0) * (c1 - c0)).max(1)
+                    };
+                    *o = sum / count as f32;
+                }
+            }
+        },
+    );
+}
+
 /// `BatchMatmul` (see [`Op::BatchMatmul`]): per batch entry, `b` transposed
 /// (once for consecutive entries that share it, as a broadcast `b` does), then the gemm
 /// kernel.
@@ -446,6 +515,42 @@ pub(super) mod tests {
     /// A value sequence without structure: `sin(1.3 i + seed)`.
     pub(in super::super) fn values(n: usize, seed: f32) -> Vec<f32> {
         (0..n).map(|i| (i as f32 * 1.3 + seed).sin()).collect()
+    }
+
+    #[test]
+    fn avg_pool2d_matches_the_reference_loops() {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(2)
+            .build()
+            .unwrap();
+        /// x shape, kernel, stride, pads `[top, left, bottom, right]`.
+        type PoolCase = ([usize; 4], [usize; 2], [usize; 2], [usize; 4]);
+        // Each with and without the padding counted.
+        let cases: [PoolCase; 5] = [
+            ([1, 32, 128, 128], [2, 2], [2, 2], [0, 0, 0, 0]),
+            ([2, 3, 9, 11], [3, 3], [2, 2], [1, 1, 1, 1]),
+            ([1, 2, 5, 7], [3, 2], [1, 3], [2, 0, 1, 1]),
+            ([1, 1, 2, 2], [5, 5], [1, 1], [4, 4, 4, 4]),
+            ([1, 4, 1, 17], [1, 4], [1, 4], [0, 0, 0, 3]),
+        ];
+        for (xs, kernel, stride, pads) in cases {
+            let len = |a: usize| (xs[2 + a] + pads[a] + pads[a + 2] - kernel[a]) / stride[a] + 1;
+            let out = [xs[0], xs[1], len(0), len(1)];
+            let x = values(xs.iter().product(), 0.4);
+            for count_include_pad in [false, true] {
+                let want =
+                    reference::avg_pool2d(&x, &xs, &out, kernel, stride, pads, count_include_pad);
+                let window = Window {
+                    kernel,
+                    stride,
+                    pads,
+                    count_include_pad,
+                };
+                let mut got = vec![f32::NAN; want.len()];
+                avg_pool2d(&pool, &x, &xs, &window, &out, &mut got);
+                assert_close(&want, &got, &format!("{xs:?} {kernel:?} {pads:?}"));
+            }
+        }
     }
 
     #[test]

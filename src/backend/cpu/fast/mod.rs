@@ -121,6 +121,24 @@ pub fn execute(
         Op::Matmul => one(linear::matmul(
             pool, &inputs[0], &inputs[1], None, shape0, ctx,
         )?),
+        Op::AvgPool2d {
+            kernel,
+            stride,
+            pads,
+            count_include_pad,
+        } => {
+            let x = read(0)?;
+            let window = image::Window {
+                kernel: *kernel,
+                stride: *stride,
+                pads: *pads,
+                count_include_pad: *count_include_pad,
+            };
+            one(ctx.tensor_with(shape0, false, |y| {
+                image::avg_pool2d(pool, &x, &infos[0].shape, &window, shape0, y);
+                Ok(())
+            })?)
+        }
         Op::Embed => {
             let ids = inputs[0]
                 .as_i32()

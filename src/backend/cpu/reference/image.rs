@@ -83,7 +83,7 @@ pub(in crate::backend::cpu) fn conv2d(
 }
 
 /// `AvgPool2d` of `x [B, C, H, W]` into `out_shape`.
-pub(super) fn avg_pool2d(
+pub(in crate::backend::cpu) fn avg_pool2d(
     x: &[f32],
     x_shape: &[usize],
     out_shape: &[usize],
