@@ -1,4 +1,5 @@
-//! Reference layout ops and broadcasting, through explicit multi-indices.
+//! Reference layout ops through explicit multi-indices, and broadcasting through source
+//! positions stepped per output index.
 
 /// Row-major strides of `shape`.
 pub(super) fn strides(shape: &[usize]) -> Vec<usize> {
