@@ -298,6 +298,8 @@ fn sdpa_masks_gqa_and_long_contexts() {
         (1, 8, 2, 64, 4097, 4096),
         (17, 6, 3, 32, 255, 238),
         (5, 2, 1, 8, 300, 100),
+        // A Whisper decoder step of five sequences against one window's 1500 frames.
+        (5, 6, 6, 64, 1500, 0),
     ];
     for (sq, h, hkv, d, sk, q_pos) in shapes {
         let q = rand_tensor(&mut r, &[sq, h, d]);

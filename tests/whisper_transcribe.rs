@@ -58,6 +58,44 @@ fn long_form_two_minutes_transcribes_completely() {
     }
 }
 
+/// The fallback decodes the temperatures after the first as one batch of sequences
+/// (stopping once the first passing one is known); one temperature after another must
+/// pick the same decodings. On the two-minute file every window falls back (see above),
+/// some to a middle temperature and some through all of them.
+#[test]
+fn batched_fallback_decides_as_one_temperature_at_a_time() {
+    let audio = long_2min();
+    // Seed 1 makes some windows pass at 0.4 (seed 0: every window runs to 1.0).
+    let batch = TranscribeOptions {
+        seed: 1,
+        ..greedy()
+    };
+    let batched = model().transcribe(&audio, &batch).expect("transcribe");
+    let one_by_one = TranscribeOptions {
+        batch_fallback: false,
+        ..batch
+    };
+    let sequential = model().transcribe(&audio, &one_by_one).expect("transcribe");
+    assert!(
+        batched.timings.decodes > batched.timings.windows,
+        "no window fell back: {:?}",
+        batched.timings
+    );
+    let temps: Vec<f32> = batched.segments.iter().map(|s| s.temperature).collect();
+    assert!(
+        temps.iter().any(|&t| t > 0.0 && t < 1.0),
+        "no window stopped at a middle temperature: {temps:?}"
+    );
+    assert_eq!(batched.segments.len(), sequential.segments.len());
+    for (a, b) in batched.segments.iter().zip(&sequential.segments) {
+        assert_eq!(
+            (a.start, a.end, &a.text, a.temperature),
+            (b.start, b.end, &b.text, b.temperature)
+        );
+        assert!((a.avg_logprob - b.avg_logprob).abs() < 1e-4, "{a:?}\n{b:?}");
+    }
+}
+
 #[test]
 fn thirty_seconds_of_silence_gives_no_text() {
     let t = transcribe(&vec![0.0; 30 * 16_000]);

@@ -529,49 +529,76 @@ impl Whisper {
         String::from_utf8_lossy(&bytes).into_owned()
     }
 
-    /// `n` decodings of a window at `temperature` (greedy at 0), run together on one
-    /// encoder output, whose prompt is already in `cache` (`prompt.len` positions;
-    /// anything after them is dropped first, and the cache is left holding the prompt)
-    /// with `first` the prompt step's logits at `<|startoftranscript|>` and at the last
-    /// prompt token. The best by `sum_logprob / len ^ length_penalty` is returned
-    /// (CTranslate2's ranking of `num_hypotheses` samples).
+    /// Decodings of a window run together on one encoder output: for each `(temperature,
+    /// samples)` of `groups`, that many sequences at that temperature (greedy at 0).
+    /// Sample `j` of group `g` draws from its own stream of the window's generator,
+    /// [`sample_stream`]`(window_seed, first + g, j)` (`first`: the group's place in the
+    /// temperature list), so its samples do not depend on which sequences share its
+    /// steps. The window's prompt is already in `cache`
+    /// (`prompt.len` positions; anything after them is dropped first, and the cache is
+    /// left holding the prompt) with `first` the prompt step's logits at
+    /// `<|startoftranscript|>` and at the last prompt token.
+    ///
+    /// Returns each group's best sample by `sum_logprob / len ^ length_penalty`
+    /// (CTranslate2's ranking of `num_hypotheses` samples), in group order, and the
+    /// tokens fed in all. A group's result is final once its sequences have ended; as
+    /// soon as `accept` holds for a final group whose predecessors are final too, the
+    /// later groups are dropped (the fallback rule would never read them), so the list
+    /// ends at the first accepted group.
     #[allow(clippy::too_many_arguments)]
-    fn decode_window<F: WhisperForward>(
+    fn decode_groups<F: WhisperForward>(
         &self,
         f: &F,
         enc: &F::Encoded,
         prompt: &PromptState,
         cache: &mut F::Cache,
         opts: &TranscribeOptions,
-        temperature: f32,
-        n: usize,
-        rng: &mut ChaCha8Rng,
+        groups: &[(f32, usize)],
+        (window_seed, first): (u64, usize),
+        accept: &dyn Fn(&DecodeResult) -> bool,
         ctx: &mut ExecContext,
-    ) -> Result<DecodeResult, ExecutionError> {
-        let (c, n) = (&self.config, n.max(1));
+    ) -> Result<(Vec<DecodeResult>, usize), ExecutionError> {
+        let c = &self.config;
+        // Group g holds the sequences starts[g]..starts[g + 1].
+        let mut starts = vec![0];
+        for &(_, samples) in groups {
+            starts.push(starts[starts.len() - 1] + samples.max(1));
+        }
+        let n = starts[groups.len()];
+        let temperature = |seq: usize| groups[starts.partition_point(|&s| s <= seq) - 1].0;
         let sample_len = c.n_text_ctx / 2;
         cache.truncate(prompt.len);
         let filter = self.logit_filter(opts.timestamps);
+        let mut rngs: Vec<ChaCha8Rng> = (groups.iter().enumerate())
+            .flat_map(|(g, &(_, samples))| {
+                (0..samples.max(1)).map(move |j| sample_stream(window_seed, first + g, j))
+            })
+            .collect();
         let mut caches = vec![std::mem::replace(cache, f.new_cache()?)];
         for _ in 1..n {
             let mut copy = f.new_cache()?;
             f.copy_cache(&caches[0], &mut copy, ctx)?;
             caches.push(copy);
         }
-        // Sequence `alive[r]` is fed through `caches[r]`; ended ones keep (tokens, sum).
-        let mut seqs: Vec<(Vec<u32>, f64)> = vec![(Vec::new(), 0.0); n];
+        // Sequence `alive[r]` is fed through `caches[r]`; every sequence keeps
+        // (tokens, sum of log-probs, tokens fed), and `ended` marks those done.
+        let mut seqs: Vec<(Vec<u32>, f64, usize)> = vec![(Vec::new(), 0.0, 0); n];
+        let mut ended = vec![false; n];
         let mut alive: Vec<usize> = (0..n).collect();
         let mut logits = vec![prompt.first[1].clone(); n];
-        let mut ended = Vec::new();
+        let mut spare = None;
+        let mut results = Vec::new();
         let mut fed = 0;
-        while !alive.is_empty() {
+        loop {
             let mut keep = Vec::with_capacity(alive.len());
             for (r, l) in logits.iter_mut().enumerate() {
-                let (tokens, sum) = &mut seqs[alive[r]];
+                let i = alive[r];
+                let (tokens, sum, _) = &mut seqs[i];
                 filter.apply(l, tokens);
                 let lse = log_sum_exp(l);
-                let next = if temperature > 0.0 {
-                    sample(l, temperature, rng)
+                let t = temperature(i);
+                let next = if t > 0.0 {
+                    sample(l, t, &mut rngs[i])
                 } else {
                     argmax(l)
                 };
@@ -582,6 +609,7 @@ impl Whisper {
                 if next != c.special.eot {
                     tokens.push(next);
                 }
+                ended[i] = stop;
                 keep.push(!stop);
             }
             let mut next_alive = Vec::with_capacity(alive.len());
@@ -591,46 +619,75 @@ impl Whisper {
                     next_alive.push(i);
                     next_caches.push(k);
                 } else {
-                    ended.push(k);
+                    spare = Some(k);
                 }
             }
             (alive, caches) = (next_alive, next_caches);
+            // Groups final in order: the first accepted one decides the window.
+            while results.len() < groups.len() {
+                let g = results.len();
+                let members = starts[g]..starts[g + 1];
+                if !members.clone().all(|i| ended[i]) {
+                    break;
+                }
+                let r = self.group_result(&seqs[members], groups[g].0, prompt, opts);
+                let accepted = accept(&r);
+                results.push(r);
+                if accepted {
+                    alive.clear();
+                    break;
+                }
+            }
             if alive.is_empty() {
                 break;
             }
             let feed: Vec<u32> = (alive.iter())
                 .map(|&i| seqs[i].0.last().copied().unwrap_or(c.special.eot))
                 .collect();
+            for &i in &alive {
+                seqs[i].2 += 1;
+            }
             let want: Vec<usize> = (0..feed.len()).collect();
             logits = f.decode_steps(enc, &mut caches, &feed, &want, ctx)?;
             fed += feed.len();
         }
-        if let Some(k) = ended.pop() {
+        if let Some(k) = spare.or_else(|| caches.pop()) {
             *cache = k;
             cache.truncate(prompt.len);
         }
-        let score = |s: &(Vec<u32>, f64)| {
+        Ok((results, fed))
+    }
+
+    /// The best of one group's finished samples by `sum_logprob / len ^ length_penalty`.
+    fn group_result(
+        &self,
+        samples: &[(Vec<u32>, f64, usize)],
+        temperature: f32,
+        prompt: &PromptState,
+        opts: &TranscribeOptions,
+    ) -> DecodeResult {
+        let score = |s: &(Vec<u32>, f64, usize)| {
             super::beam::length_normalized(s.1, s.0.len(), opts.length_penalty)
         };
         let mut best = 0;
-        for (i, s) in seqs.iter().enumerate() {
-            if score(s) > score(&seqs[best]) {
+        for (i, s) in samples.iter().enumerate() {
+            if score(s) > score(&samples[best]) {
                 best = i;
             }
         }
-        let (tokens, sum_logprob) = seqs.swap_remove(best);
-        let text = self.text_of(&tokens);
-        Ok(DecodeResult {
+        let (tokens, sum_logprob, _) = &samples[best];
+        let text = self.text_of(tokens);
+        DecodeResult {
             avg_logprob: sum_logprob / (tokens.len() + 1) as f64,
             compression_ratio: compression_ratio(text.trim()),
-            fed,
-            tokens,
+            fed: samples.iter().map(|s| s.2).sum(),
+            tokens: tokens.clone(),
             no_speech_prob: self.no_speech_prob(&prompt.first[0]),
             temperature,
-        })
+        }
     }
 
-    /// The filters of [`Whisper::decode_window`] and of the beam search.
+    /// The filters of [`Whisper::decode_groups`] and of the beam search.
     pub(super) fn logit_filter(&self, timestamps: bool) -> LogitFilter {
         let sp = &self.config.special;
         let mut suppress: Vec<u32> = self.config.suppress.clone();
@@ -658,39 +715,44 @@ impl Whisper {
         }
     }
 
-    /// One decoding at `temperature`: the beam search at 0 when `beam_size` > 1,
-    /// greedy at 0 otherwise, and above 0 the best of `best_of` samples.
+    /// The decodings of one stage of the fallback, in temperature order, and the
+    /// tokens they fed: the beam search alone when the stage is temperature 0 with
+    /// `beam_size` > 1; otherwise every temperature of the stage together (greedy at 0,
+    /// above 0 the best of `best_of` samples), the list ending at the first `accept`ed.
+    /// `first` is the stage's place in the temperature list.
     #[allow(clippy::too_many_arguments)]
-    fn decode_at<F: WhisperForward>(
+    fn decode_stage<F: WhisperForward>(
         &self,
         f: &F,
         enc: &F::Encoded,
         prompt: &PromptState,
         cache: &mut F::Cache,
         opts: &TranscribeOptions,
-        temperature: f32,
-        rng: &mut ChaCha8Rng,
+        (temperatures, first): (&[f32], usize),
+        window_seed: u64,
+        accept: &dyn Fn(&DecodeResult) -> bool,
         ctx: &mut ExecContext,
-    ) -> Result<DecodeResult, ExecutionError> {
-        if temperature > 0.0 {
-            self.decode_window(
-                f,
-                enc,
-                prompt,
-                cache,
-                opts,
-                temperature,
-                opts.best_of,
-                rng,
-                ctx,
-            )
-        } else if opts.beam_size > 1 {
-            self.decode_beam(f, enc, prompt, cache, opts, ctx)
-        } else {
-            self.decode_window(f, enc, prompt, cache, opts, 0.0, 1, rng, ctx)
+    ) -> Result<(Vec<DecodeResult>, usize), ExecutionError> {
+        if temperatures == [0.0] && opts.beam_size > 1 {
+            let r = self.decode_beam(f, enc, prompt, cache, opts, ctx)?;
+            let fed = r.fed;
+            return Ok((vec![r], fed));
         }
+        let groups: Vec<(f32, usize)> = (temperatures.iter())
+            .map(|&t| (t, if t > 0.0 { opts.best_of } else { 1 }))
+            .collect();
+        let seeds = (window_seed, first);
+        self.decode_groups(f, enc, prompt, cache, opts, &groups, seeds, accept, ctx)
     }
 
+    /// Decodes a window under the temperature fallback: the first temperature alone,
+    /// and when its decoding fails (too repetitive or too improbable, and not
+    /// silence), the remaining temperatures as one batch of sequences on the same
+    /// encoder output ([`TranscribeOptions::batch_fallback`]; one stage each where a
+    /// later temperature is 0 under the beam search). The accepted decoding is the
+    /// first in temperature order that passes, as when they run one after another; a
+    /// batch stops once it is known. Returns it with the decodings started and the
+    /// tokens fed (prompt included).
     #[allow(clippy::too_many_arguments)]
     fn decode_with_fallback<F: WhisperForward>(
         &self,
@@ -699,7 +761,7 @@ impl Whisper {
         prompt: &[u32],
         sot_index: usize,
         opts: &TranscribeOptions,
-        rng: &mut ChaCha8Rng,
+        window_seed: u64,
         ctx: &mut ExecContext,
     ) -> Result<(DecodeResult, usize, usize), ExecutionError> {
         let temps = &opts.temperatures;
@@ -711,12 +773,7 @@ impl Whisper {
             len: prompt.len(),
             first: f.decode_steps(enc, std::slice::from_mut(&mut cache), prompt, &want, ctx)?,
         };
-        let mut all = Vec::new();
-        let mut below_cr = Vec::new();
-        let mut last_t = temps.first().copied().unwrap_or(0.0);
-        for &t in temps {
-            last_t = t;
-            let r = self.decode_at(f, enc, &state, &mut cache, opts, t, rng, ctx)?;
+        let passes = |r: &DecodeResult| {
             let too_repetitive = opts
                 .compression_ratio_threshold
                 .is_some_and(|c| r.compression_ratio > c);
@@ -725,25 +782,50 @@ impl Whisper {
                 .no_speech_threshold
                 .is_some_and(|n| r.no_speech_prob > n)
                 && too_improbable;
-            let (decodes, fed) = (
-                all.len() + 1,
-                prompt.len() + all.iter().map(|a: &DecodeResult| a.fed).sum::<usize>() + r.fed,
-            );
-            if !(too_repetitive || too_improbable) || silence {
-                return Ok((r, decodes, fed));
+            !(too_repetitive || too_improbable) || silence
+        };
+        // Stages as (temperatures, place of the first in the list).
+        let one_by_one =
+            !opts.batch_fallback || temps.iter().any(|&t| t == 0.0 && opts.beam_size > 1);
+        let stages: Vec<(&[f32], usize)> = if one_by_one || temps.len() < 2 {
+            (0..temps.len()).map(|i| (&temps[i..=i], i)).collect()
+        } else {
+            vec![(&temps[..1], 0), (&temps[1..], 1)]
+        };
+        let (mut decodes, mut fed) = (0, prompt.len());
+        let mut all = Vec::new();
+        for stage in stages {
+            let (results, stage_fed) = self.decode_stage(
+                f,
+                enc,
+                &state,
+                &mut cache,
+                opts,
+                stage,
+                window_seed,
+                &passes,
+                ctx,
+            )?;
+            decodes += stage.0.len();
+            fed += stage_fed;
+            for r in results {
+                if passes(&r) {
+                    return Ok((r, decodes, fed));
+                }
+                all.push(r);
             }
-            if !too_repetitive {
-                below_cr.push(r.clone());
-            }
-            all.push(r);
         }
         // Every temperature failed: the most probable decoding (preferring those not
         // too repetitive), reported with the last temperature.
-        let (decodes, fed) = (
-            all.len(),
-            prompt.len() + all.iter().map(|a| a.fed).sum::<usize>(),
-        );
-        let pool = if below_cr.is_empty() { all } else { below_cr };
+        let too_repetitive = |r: &DecodeResult| {
+            opts.compression_ratio_threshold
+                .is_some_and(|c| r.compression_ratio > c)
+        };
+        let pool: Vec<DecodeResult> = if all.iter().all(too_repetitive) {
+            all
+        } else {
+            all.into_iter().filter(|r| !too_repetitive(r)).collect()
+        };
         let mut best = pool
             .into_iter()
             .max_by(|a, b| a.avg_logprob.total_cmp(&b.avg_logprob))
@@ -751,7 +833,7 @@ impl Whisper {
                 field: "temperatures".into(),
                 reason: "no decoding was run".into(),
             })?;
-        best.temperature = last_t;
+        best.temperature = temps.last().copied().unwrap_or(0.0);
         Ok((best, decodes, fed))
     }
 
@@ -882,8 +964,16 @@ impl Whisper {
             if !opts.timestamps {
                 prompt.push(sp.no_timestamps);
             }
-            let (r, decodes, fed) =
-                self.decode_with_fallback(f, &enc, &prompt, sot_index, opts, &mut rng, &mut ctx)?;
+            let window_seed = rng.gen();
+            let (r, decodes, fed) = self.decode_with_fallback(
+                f,
+                &enc,
+                &prompt,
+                sot_index,
+                opts,
+                window_seed,
+                &mut ctx,
+            )?;
             transcript.timings.decode_s += t0.elapsed().as_secs_f64();
             transcript.timings.decodes += decodes;
             transcript.timings.tokens += fed;
@@ -1028,6 +1118,16 @@ fn argmax(x: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// The generator of sample `sample` at the `temperature`-th temperature of a window whose
+/// seed is `window_seed` (drawn per window from [`TranscribeOptions::seed`]'s generator):
+/// one ChaCha stream per (temperature, sample), the same whether the decodings run one
+/// after another or together.
+fn sample_stream(window_seed: u64, temperature: usize, sample: usize) -> ChaCha8Rng {
+    let mut rng = ChaCha8Rng::seed_from_u64(window_seed);
+    rng.set_stream(((temperature as u64) << 32) | sample as u64);
+    rng
 }
 
 /// Draws from `softmax(logits / temperature)`.

@@ -110,9 +110,20 @@ pub(super) fn sdpa(
     out: &mut [f32],
 ) {
     let group = (a.heads / a.kv_heads.max(1)).max(1);
-    let work = (out.len() / a.dv.max(1)) * a.kv_len * (a.d + a.dv);
+    // Keys the queries see: a causal query at position p reads p + 1 of them.
+    let queries = out.len() / (a.heads * a.dv).max(1);
+    let keys = match a.mask {
+        Mask::Causal | Mask::Sliding(_) => a.kv_len.min(a.q_pos + queries),
+        Mask::None | Mask::Padding(_) => a.kv_len,
+    };
+    let work = (out.len() / a.dv.max(1)) * keys * (a.d + a.dv);
     #[cfg(target_arch = "x86_64")]
     let rows_kernel = attention_rows::applies(a);
+    #[cfg(target_arch = "x86_64")]
+    if rows_kernel && matches!(a.mask, Mask::None) && a.kv_len > 0 && out.len() > group * a.dv {
+        shared_keys(pool, a, work, q, k, v, out);
+        return;
+    }
     chunks(
         pool,
         work,
@@ -197,4 +208,45 @@ pub(super) fn sdpa(
             }
         },
     );
+}
+
+/// [`sdpa`] without a mask for several queries on the row kernel: one task per KV head
+/// runs every query's heads of its group, so that head's keys and values come from memory
+/// once per call and from cache for the other queries (a decoder step of several sequences
+/// against one encoder output), instead of once per query.
+#[cfg(target_arch = "x86_64")]
+fn shared_keys(
+    pool: &ThreadPool,
+    a: &SdpaArgs,
+    work: usize,
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    out: &mut [f32],
+) {
+    let group = (a.heads / a.kv_heads.max(1)).max(1);
+    let per = group * a.dv;
+    let queries = out.len() / (a.heads * a.dv).max(1);
+    // [Hkv, queries, group * dv]: one contiguous piece per task.
+    let mut by_head = vec![0.0f32; out.len()];
+    chunks(
+        pool,
+        work,
+        &mut by_head,
+        queries * per,
+        Vec::new,
+        |scores, kh, o| {
+            for (i, oi) in o.chunks_exact_mut(per).enumerate() {
+                let q0 = (i * a.heads + kh * group) * a.d;
+                let qrows = &q[q0..q0 + group * a.d];
+                attention_rows::attend(a, qrows, k, v, kh, 0..a.kv_len, scores, oi);
+            }
+        },
+    );
+    for (kh, o) in by_head.chunks_exact(queries * per).enumerate() {
+        for (i, oi) in o.chunks_exact(per).enumerate() {
+            let at = (i * a.heads + kh * group) * a.dv;
+            out[at..at + per].copy_from_slice(oi);
+        }
+    }
 }
