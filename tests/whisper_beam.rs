@@ -140,15 +140,34 @@ fn beam5_silence_equals_faster_whisper() {
 /// faster-whisper's defaults (beam 5, best of 5, the temperature fallback) on two
 /// minutes of ten identical sentences: most windows are "too repetitive" and fall
 /// back to sampling, so, as in the greedy test, the text is faster-whisper's up to a
-/// small word error rate rather than exactly.
+/// small word error rate rather than exactly. Sampled text depends on the draw, so the
+/// rate is the median over three seeds (`transcribe --beam-size 5 --best-of 5 --seed S`
+/// for S = 0..7 gave 0.050, 0.014, 0.027, 0.018, 0.018, 0.018, 0.014 and 0.014); every
+/// seed transcribes to the end.
 #[test]
 fn beam5_two_minutes_with_fallback_transcribes_completely() {
-    let (t, r) = run_case("long_2min");
+    let r = reference("beam_long_2min");
+    let audio = clip(r["clip"].as_str().unwrap());
     let want = normalize(r["text"].as_str().unwrap());
-    let got = normalize(&t.text());
-    let e = wer(&want, &got);
-    assert!(e <= 0.05, "WER {e:.3}\n got: {got}\nwant: {want}");
-    assert!(t.segments.last().unwrap().end > 110.0, "{:#?}", t.segments);
+    let mut rates = Vec::new();
+    let mut texts = Vec::new();
+    for seed in 0..3 {
+        let opts = TranscribeOptions {
+            seed,
+            ..options_of(&r)
+        };
+        let t = model().transcribe(&audio, &opts).expect("transcribe");
+        assert!(t.segments.last().unwrap().end > 110.0, "{:#?}", t.segments);
+        let got = normalize(&t.text());
+        rates.push(wer(&want, &got));
+        texts.push(got);
+    }
+    let mut sorted = rates.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(
+        sorted[1] <= 0.05,
+        "WER per seed {rates:?}\n got: {texts:#?}\nwant: {want}"
+    );
 }
 
 #[test]

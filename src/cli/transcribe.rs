@@ -1,7 +1,7 @@
 //! `cyb-llm transcribe MODEL AUDIO... [--files-from LIST|-] [--format txt,srt,vtt,json]
 //! [-o DIR] [--skip-existing] [--path auto|curated|graph] [-l LANG] [--translate] [--no-timestamps] [--beam-size N]
 //! [--best-of N] [--patience P] [--length-penalty A] [--temperature T[,T...]]
-//! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--word-timestamps
+//! [--initial-prompt TEXT] [--no-condition-on-previous-text] [--seed S] [--word-timestamps
 //! [--max-line-width N --max-line-count N | --word-cues]] [--vad --vad-model PATH
 //! [--vad-threshold P] [--vad-min-speech-duration-ms MS] [--vad-min-silence-duration-ms MS]
 //! [--vad-speech-pad-ms MS]]`: one model
@@ -89,6 +89,10 @@ pub struct TranscribeArgs {
     /// Do not prompt each window with the previous windows' text.
     #[arg(long)]
     no_condition_on_previous_text: bool,
+    /// Seed of the sampling at temperatures above 0 (the same seed gives the same
+    /// transcript).
+    #[arg(long, value_name = "S", default_value_t = 0)]
+    seed: u64,
     #[command(flatten)]
     vad: super::vad::VadArgs,
 }
@@ -192,6 +196,7 @@ pub fn run(a: TranscribeArgs) -> CmdResult {
         initial_prompt: a.initial_prompt.clone(),
         condition_on_previous_text: !a.no_condition_on_previous_text,
         word_timestamps: a.words.word_timestamps,
+        seed: a.seed,
         ..Default::default()
     };
     let layout = a.words.layout();

@@ -210,10 +210,10 @@ pub(super) fn sdpa(
     );
 }
 
-/// [`sdpa`] without a mask for several queries on the row kernel: one task per KV head
-/// runs every query's heads of its group, so that head's keys and values come from memory
-/// once per call and from cache for the other queries (a decoder step of several sequences
-/// against one encoder output), instead of once per query.
+/// [`sdpa`] without a mask for several queries: one task per KV head runs every query's
+/// heads of its group through [`attention_rows::attend_many`], so that head's keys and
+/// values come from memory once per call (a decoder step of several sequences against one
+/// encoder output), instead of once per query.
 #[cfg(target_arch = "x86_64")]
 fn shared_keys(
     pool: &ThreadPool,
@@ -227,7 +227,7 @@ fn shared_keys(
     let group = (a.heads / a.kv_heads.max(1)).max(1);
     let per = group * a.dv;
     let queries = out.len() / (a.heads * a.dv).max(1);
-    // [Hkv, queries, group * dv]: one contiguous piece per task.
+    // [Hkv, queries, group * dv]: one contiguous piece per task, its queries gathered.
     let mut by_head = vec![0.0f32; out.len()];
     chunks(
         pool,
@@ -235,12 +235,13 @@ fn shared_keys(
         &mut by_head,
         queries * per,
         Vec::new,
-        |scores, kh, o| {
-            for (i, oi) in o.chunks_exact_mut(per).enumerate() {
+        |qs, kh, o| {
+            qs.clear();
+            for i in 0..queries {
                 let q0 = (i * a.heads + kh * group) * a.d;
-                let qrows = &q[q0..q0 + group * a.d];
-                attention_rows::attend(a, qrows, k, v, kh, 0..a.kv_len, scores, oi);
+                qs.extend_from_slice(&q[q0..q0 + group * a.d]);
             }
+            attention_rows::attend_many(a, qs, k, v, kh, 0..a.kv_len, o);
         },
     );
     for (kh, o) in by_head.chunks_exact(queries * per).enumerate() {

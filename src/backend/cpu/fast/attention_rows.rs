@@ -70,9 +70,135 @@ pub(super) fn attend(
     }
 }
 
+/// Keys per tile of [`attend_many`]: a tile's key and value rows (8 KiB each for 64-value
+/// heads) stay in L1 while every query passes over them.
+const TILE_KEYS: usize = 32;
+
+/// `o [m, dv]` for `m` query rows `qs [m, d]` that all attend to KV head `kh` over the keys
+/// `start..end` (several sequences' heads against one encoder output): the keys are taken
+/// a tile at a time, each query keeping a running maximum and sum (online softmax), so every
+/// key and value row is read from memory once for all the queries instead of once per query.
+/// Callers check [`applies`] and give a non-empty range.
+pub(super) fn attend_many(
+    a: &SdpaArgs,
+    qs: &[f32],
+    k: &[f32],
+    v: &[f32],
+    kh: usize,
+    keys: std::ops::Range<usize>,
+    o: &mut [f32],
+) {
+    assert!(
+        applies(a) && !keys.is_empty(),
+        "attention rows: unsupported call"
+    );
+    let (d, dv, hkv) = (a.d, a.dv, a.kv_heads);
+    let m = qs.len() / d;
+    assert!(
+        k.len() >= (keys.end * hkv) * d
+            && v.len() >= (keys.end * hkv) * dv
+            && qs.len() == m * d
+            && o.len() == m * dv,
+        "attention rows: key range past the cache, or queries and outputs of other sizes"
+    );
+    // SAFETY: AVX-512F was checked by `applies`; the rows read stay inside `k`, `v`, `qs` and
+    // `o` (checked above).
+    unsafe {
+        let f = match dv / LANES {
+            1 => avx512::many::<1>,
+            2 => avx512::many::<2>,
+            3 => avx512::many::<3>,
+            4 => avx512::many::<4>,
+            5 => avx512::many::<5>,
+            6 => avx512::many::<6>,
+            7 => avx512::many::<7>,
+            _ => avx512::many::<8>,
+        };
+        f(qs, k, v, (d, hkv, kh), keys, a.scale, o)
+    }
+}
+
 mod avx512 {
-    use super::LANES;
+    use super::{LANES, TILE_KEYS};
     use std::arch::x86_64::*;
+
+    /// [`super::attend_many`] with `dv = VECS * LANES`.
+    #[target_feature(enable = "avx512f")]
+    pub(super) unsafe fn many<const VECS: usize>(
+        qs: &[f32],
+        k: &[f32],
+        v: &[f32],
+        (d, hkv, kh): (usize, usize, usize),
+        keys: std::ops::Range<usize>,
+        scale: f32,
+        o: &mut [f32],
+    ) {
+        let dv = VECS * LANES;
+        let m = qs.len() / d;
+        let (kp, vp, qp, op) = (k.as_ptr(), v.as_ptr(), qs.as_ptr(), o.as_mut_ptr());
+        let mut max = vec![f32::NEG_INFINITY; m];
+        let mut sum = vec![0.0f32; m];
+        let mut s = [0.0f32; TILE_KEYS];
+        o.fill(0.0);
+        let mut t0 = keys.start;
+        while t0 < keys.end {
+            let n = (keys.end - t0).min(TILE_KEYS);
+            for qi in 0..m {
+                let q = qp.add(qi * d);
+                let mut tile_max = f32::NEG_INFINITY;
+                for (j, sj) in s.iter_mut().enumerate().take(n) {
+                    let kr = kp.add(((t0 + j) * hkv + kh) * d);
+                    let mut acc = _mm512_setzero_ps();
+                    for c in (0..d).step_by(LANES) {
+                        acc = _mm512_fmadd_ps(
+                            _mm512_loadu_ps(q.add(c)),
+                            _mm512_loadu_ps(kr.add(c)),
+                            acc,
+                        );
+                    }
+                    *sj = _mm512_reduce_add_ps(acc) * scale;
+                    tile_max = tile_max.max(*sj);
+                }
+                let new_max = max[qi].max(tile_max);
+                // 0 on the first tile (the running maximum starts at -inf).
+                let correction = (max[qi] - new_max).exp();
+                max[qi] = new_max;
+                let mv = _mm512_set1_ps(new_max);
+                for c in 0..TILE_KEYS / LANES {
+                    let ptr = s.as_mut_ptr().add(c * LANES);
+                    let e = super::super::attention_block::avx512::exp(_mm512_sub_ps(
+                        _mm512_loadu_ps(ptr),
+                        mv,
+                    ));
+                    _mm512_storeu_ps(ptr, e);
+                }
+                sum[qi] = sum[qi] * correction + s[..n].iter().sum::<f32>();
+                let out = op.add(qi * dv);
+                let cv = _mm512_set1_ps(correction);
+                let mut acc: [__m512; VECS] =
+                    std::array::from_fn(|c| _mm512_mul_ps(_mm512_loadu_ps(out.add(c * LANES)), cv));
+                for (j, &p) in s.iter().enumerate().take(n) {
+                    let vr = vp.add(((t0 + j) * hkv + kh) * dv);
+                    let pv = _mm512_set1_ps(p);
+                    for (c, a) in acc.iter_mut().enumerate() {
+                        *a = _mm512_fmadd_ps(pv, _mm512_loadu_ps(vr.add(c * LANES)), *a);
+                    }
+                }
+                for (c, a) in acc.iter().enumerate() {
+                    _mm512_storeu_ps(out.add(c * LANES), *a);
+                }
+            }
+            t0 += n;
+        }
+        for (qi, &l) in sum.iter().enumerate() {
+            let inv = _mm512_set1_ps(1.0 / l);
+            let out = op.add(qi * dv);
+            for c in 0..VECS {
+                let ptr = out.add(c * LANES);
+                _mm512_storeu_ps(ptr, _mm512_mul_ps(_mm512_loadu_ps(ptr), inv));
+            }
+        }
+    }
 
     /// One query head `q [d]` against `scores.len()` keys (row `j` of head at `k[j * hkv * d]`,
     /// `v[j * hkv * dv]`), into `o [dv]` with `dv = VECS * LANES`.
