@@ -540,10 +540,10 @@ impl Whisper {
     /// Sample `j` of group `g` draws from its own stream of the window's generator,
     /// [`sample_stream`]`(window_seed, first + g, j)` (`first`: the group's place in the
     /// temperature list), so its samples do not depend on which sequences share its
-    /// steps. The window's prompt is already in `cache`
-    /// (`prompt.len` positions; anything after them is dropped first, and the cache is
-    /// left holding the prompt) with `first` the prompt step's logits at
-    /// `<|startoftranscript|>` and at the last prompt token.
+    /// steps. The window's prompt is already in `cache` (`prompt.len` positions; anything
+    /// after them is dropped first, and the cache is left holding the prompt), with
+    /// `prompt.first` the prompt step's logits at `<|startoftranscript|>` and at the last
+    /// prompt token.
     ///
     /// Returns each group's best sample by `sum_logprob / len ^ length_penalty`
     /// (CTranslate2's ranking of `num_hypotheses` samples), in group order, and the
@@ -755,9 +755,9 @@ impl Whisper {
     /// and when its decoding fails (too repetitive or too improbable, and not
     /// silence), the remaining temperatures in batches of sequences on the same encoder
     /// output, at most [`MAX_BATCH`] sequences each ([`TranscribeOptions::batch_fallback`];
-    /// one stage each where a later temperature is 0 under the beam search). The accepted decoding is the
-    /// first in temperature order that passes, as when they run one after another; a
-    /// batch stops once it is known. With `speculate` (the previous window fell back),
+    /// one stage each where a later temperature is 0 under the beam search). The accepted
+    /// decoding is the first in temperature order that passes, as when they run one after
+    /// another; a batch stops once it is known. With `speculate` (the previous window fell back),
     /// the first temperature joins that batch from the start when it is not a beam
     /// search: the same decodings, without a lone first pass the fallback would follow.
     /// Returns the accepted decoding with the decodings started and the tokens fed
