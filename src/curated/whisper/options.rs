@@ -48,11 +48,11 @@ pub struct TranscribeOptions {
     pub silence_rms: Option<f32>,
     /// Seed of the sampler used at temperatures above 0.
     pub seed: u64,
-    /// When the first temperature's decoding fails, decode every later temperature
-    /// together, as one batch of sequences on the window's encoder output (stopping
-    /// once the first passing one is known), instead of one temperature after another.
-    /// The same decodings either way (each sample has its own random stream); the batch
-    /// shares each step's weight reads, so it is faster.
+    /// When the first temperature's decoding fails, decode the later temperatures
+    /// together, in batches of up to six sequences on the window's encoder output
+    /// (stopping once the first passing one is known), instead of one temperature after
+    /// another. The same decodings either way (each sample has its own random stream);
+    /// a batch shares each step's weight reads, so it is faster.
     pub batch_fallback: bool,
     /// Per-word start, end and probability in [`super::Segment::words`], from the
     /// cross-attention alignment (faster-whisper's `word_timestamps`). As there, a
