@@ -745,7 +745,7 @@ impl Whisper {
             return Ok((vec![r], fed));
         }
         let groups: Vec<(f32, usize)> = (temperatures.iter())
-            .map(|&t| (t, if t > 0.0 { opts.best_of } else { 1 }))
+            .map(|&t| (t, samples_at(opts, t)))
             .collect();
         let seeds = (window_seed, first);
         self.decode_groups(f, enc, prompt, cache, opts, &groups, seeds, accept, ctx)
@@ -795,7 +795,6 @@ impl Whisper {
         };
         // Stages as (temperatures, place of the first in the list).
         let beam_at = |t: &f32| *t == 0.0 && opts.beam_size > 1;
-        let samples = |t: &f32| if *t > 0.0 { opts.best_of.max(1) } else { 1 };
         let mut stages: Vec<(&[f32], usize)> = Vec::new();
         if !opts.batch_fallback || temps.len() < 2 || temps[1..].iter().any(beam_at) {
             stages.extend((0..temps.len()).map(|i| (&temps[i..=i], i)));
@@ -806,9 +805,9 @@ impl Whisper {
                 i = 1;
             }
             while i < temps.len() {
-                let (mut j, mut n) = (i + 1, samples(&temps[i]));
-                while j < temps.len() && n + samples(&temps[j]) <= MAX_BATCH {
-                    n += samples(&temps[j]);
+                let (mut j, mut n) = (i + 1, samples_at(opts, temps[i]));
+                while j < temps.len() && n + samples_at(opts, temps[j]) <= MAX_BATCH {
+                    n += samples_at(opts, temps[j]);
                     j += 1;
                 }
                 stages.push((&temps[i..j], i));
@@ -1137,6 +1136,16 @@ fn argmax(x: &[f32]) -> u32 {
         }
     }
     best as u32
+}
+
+/// Sequences decoded at `temperature`: the best of `best_of` samples above 0, one
+/// (greedy) at 0.
+fn samples_at(opts: &TranscribeOptions, temperature: f32) -> usize {
+    if temperature > 0.0 {
+        opts.best_of.max(1)
+    } else {
+        1
+    }
 }
 
 /// The generator of sample `sample` at the `temperature`-th temperature of a window whose

@@ -121,7 +121,7 @@ pub(super) fn sdpa(
     let rows_kernel = attention_rows::applies(a);
     #[cfg(target_arch = "x86_64")]
     if rows_kernel && matches!(a.mask, Mask::None) && a.kv_len > 0 && out.len() > group * a.dv {
-        shared_keys(pool, a, work, q, k, v, out);
+        shared_keys(pool, a, (work, queries, group), q, k, v, out);
         return;
     }
     chunks(
@@ -213,20 +213,19 @@ pub(super) fn sdpa(
 /// [`sdpa`] without a mask for several queries: one task per KV head runs every query's
 /// heads of its group through [`attention_rows::attend_many`], so that head's keys and
 /// values come from memory once per call (a decoder step of several sequences against one
-/// encoder output), instead of once per query.
+/// encoder output), instead of once per query. `work`, `queries` and `group` are
+/// [`sdpa`]'s: the call's multiply-adds, its query rows and query heads per KV head.
 #[cfg(target_arch = "x86_64")]
 fn shared_keys(
     pool: &ThreadPool,
     a: &SdpaArgs,
-    work: usize,
+    (work, queries, group): (usize, usize, usize),
     q: &[f32],
     k: &[f32],
     v: &[f32],
     out: &mut [f32],
 ) {
-    let group = (a.heads / a.kv_heads.max(1)).max(1);
     let per = group * a.dv;
-    let queries = out.len() / (a.heads * a.dv).max(1);
     // [Hkv, queries, group * dv]: one contiguous piece per task, its queries gathered.
     let mut by_head = vec![0.0f32; out.len()];
     chunks(
