@@ -55,6 +55,10 @@ struct Plan {
     offsets: Vec<usize>,
     /// Whether the blocks run on AVX-512F (else AVX2+FMA).
     wide: bool,
+    /// Row tiles: the vectors of `VEC` positions each output row is cut into (the last
+    /// one masked to the row's end), where tiles are made of whole-row vectors instead of
+    /// flat positions; see [`Plan::row_tiles`].
+    row_vectors: Option<usize>,
 }
 
 impl Plan {
@@ -75,6 +79,38 @@ impl Plan {
             positions: (ho.max(1) - 1) * wp + wo,
             offsets,
             wide,
+            row_vectors: None,
+        }
+    }
+
+    /// This plan with row tiles where they apply: AVX-512F blocks (masked stores) and rows
+    /// of at least one vector, or a single row. A row tile's vectors each cover up to
+    /// [`VEC`] positions of one output row, so the sums go straight into the output (no
+    /// padding columns computed, no copy through a scratch tile).
+    fn row_tiles(mut self) -> Plan {
+        let avx512 = self.wide && crate::backend::cpu::kernels::avx512_detected();
+        if avx512 && (self.wo >= VEC || self.ho == 1) && self.wo > 0 {
+            self.row_vectors = Some(self.wo.div_ceil(VEC));
+        }
+        self
+    }
+
+    /// One past the largest flat index a block reads from the first plane: the end of its
+    /// last vector plus the last tap's offset.
+    fn reach(&self) -> usize {
+        let end = match self.row_vectors {
+            Some(rv) => (self.ho.max(1) - 1) * self.wp + rv * VEC,
+            None => self.positions.next_multiple_of(VEC),
+        };
+        end + self.offsets.last().copied().unwrap_or(0)
+    }
+
+    /// Tiles of the group's output: row tiles of up to `TILE / VEC` vectors, or flat tiles
+    /// of [`TILE`] positions.
+    fn tiles(&self) -> usize {
+        match self.row_vectors {
+            Some(rv) => (self.ho * rv).div_ceil(TILE / VEC),
+            None => self.positions.div_ceil(TILE),
         }
     }
 }
@@ -125,7 +161,7 @@ pub(super) fn conv2d_add(
         applies(a),
         "conv_direct: not a direct convolution on this CPU"
     );
-    let plan = Plan::new(a, wide);
+    let plan = Plan::new(a, wide).row_tiles();
     let og = cout / a.groups;
     let taps = plan.offsets.len();
     let spatial = plan.ho * plan.wo;
@@ -137,7 +173,7 @@ pub(super) fn conv2d_add(
     };
     // Without padding the planes are read in place when no block reads past the group's
     // last plane (flat positions rounded up to whole vectors, plus the last tap's offset).
-    let reach = plan.positions.next_multiple_of(VEC) + plan.offsets.last().copied().unwrap_or(0);
+    let reach = plan.reach();
     let in_place = a.pads == [0; 4] && reach <= plan.plane && leaky.is_none();
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
@@ -308,6 +344,7 @@ pub(super) fn conv_transpose2d(
         positions: wo,
         offsets: (0..taps).collect(),
         wide,
+        row_vectors: None,
     };
     for bi in 0..n {
         let planes = &x[bi * cin * wd..][..cin * wd];
@@ -372,7 +409,7 @@ struct Group<'a> {
 /// channel blocks over its tiles (a block's weights stay in cache across the tiles).
 fn run_group(pool: &ThreadPool, gr: &Group, out: &mut [f32]) {
     let plan = gr.plan;
-    let tiles = plan.positions.div_ceil(TILE);
+    let tiles = plan.tiles();
     let blocks = gr.channels.div_ceil(OB);
     let work = gr.channels * plan.positions * plan.cg * plan.offsets.len();
     let tasks = if work < PAR_MIN_WORK {
@@ -442,6 +479,9 @@ fn run_tiles(
 /// tile's positions are not one contiguous run of every channel's output row).
 fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [f32; OB * TILE]) {
     let plan = gr.plan;
+    if let Some(rv) = plan.row_vectors {
+        return run_row_tile(gr, blk, tile, rv, dst);
+    }
     let row_len = plan.cg * plan.offsets.len();
     let om = gr.out;
     let channels = (gr.channels - blk * OB).min(OB);
@@ -530,6 +570,139 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
             }
         }
         p = next;
+    }
+}
+
+/// Channel block `blk` of row tile `tile` (row tiles of `rv` vectors per output row),
+/// written straight into the output rows, the residual added there.
+fn run_row_tile(gr: &Group, blk: usize, tile: usize, rv: usize, dst: &OutPtr) {
+    let plan = gr.plan;
+    let row_len = plan.cg * plan.offsets.len();
+    let om = gr.out;
+    let channels = (gr.channels - blk * OB).min(OB);
+    // Rows past the group's last channel repeat it (their sums are not stored).
+    let rows: [*const f32; OB] = std::array::from_fn(|o| {
+        let c = blk * OB + o.min(channels - 1);
+        gr.weights[c * row_len..][..row_len].as_ptr()
+    });
+    let bias: [f32; OB] =
+        std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+    let per_tile = TILE / VEC;
+    let first = tile * per_tile;
+    let count = (plan.ho * rv - first).min(per_tile);
+    let mut vectors = [RowVector::default(); TILE / VEC];
+    for (i, v) in vectors[..count].iter_mut().enumerate() {
+        let (r, j) = ((first + i) / rv, (first + i) % rv);
+        let s = j * VEC;
+        let lanes = (plan.wo - s).min(VEC);
+        *v = RowVector {
+            input: r * plan.wp + s,
+            output: r * om.row + s + om.first,
+            mask: (1u32 << lanes).wrapping_sub(1) as u16,
+        };
+    }
+    let last = vectors[count - 1];
+    assert!(
+        (blk * OB + channels - 1) * om.channel + last.output + last.mask.count_ones() as usize
+            <= dst.1
+            && (plan.cg - 1) * plan.plane
+                + last.input
+                + VEC
+                + plan.offsets.last().copied().unwrap_or(0)
+                <= gr.padded.len()
+            && gr.residual.is_none_or(|r| r.len() == dst.1),
+        "conv_direct: row tile bounds"
+    );
+    let out = RowOut {
+        // SAFETY: the block's first channel row is inside the output (asserted above).
+        at: unsafe { dst.0.add(blk * OB * om.channel) },
+        stride: om.channel,
+        channels,
+        residual: gr.residual.map(|r| r[blk * OB * om.channel..].as_ptr()),
+    };
+    // SAFETY: the reads of `padded` end inside it and the masked writes inside the output
+    // (asserted above); the outputs of this block and tile belong to this task only; AVX-512F
+    // is on (row tiles are planned only then).
+    unsafe {
+        match count {
+            1 => rows_avx512::<1>(plan, gr.padded.as_ptr(), &rows, &bias, &vectors, &out),
+            2 => rows_avx512::<2>(plan, gr.padded.as_ptr(), &rows, &bias, &vectors, &out),
+            _ => rows_avx512::<3>(plan, gr.padded.as_ptr(), &rows, &bias, &vectors, &out),
+        }
+    }
+}
+
+/// One vector of a row tile: up to [`VEC`] consecutive positions of one output row.
+#[derive(Clone, Copy, Default)]
+struct RowVector {
+    /// Flat position of its first output in the padded planes.
+    input: usize,
+    /// Index of its first output in a channel's output.
+    output: usize,
+    /// Its positions inside the row (lane `i` is bit `i`).
+    mask: u16,
+}
+
+/// Where [`rows_avx512`] writes: `channels` output rows from `at`, `stride` apart, each
+/// value plus the residual at the same index from `residual` where given.
+struct RowOut {
+    at: *mut f32,
+    stride: usize,
+    channels: usize,
+    residual: Option<*const f32>,
+}
+
+/// `out[o][v.output + j] (+)= bias[o] + sum_c sum_t w[o][c][t] x[c][v.input + j + offset t]`
+/// for the lanes `j` in each vector's mask, the [`OB`] channels of one block (kernel rows
+/// `w`; sums of rows at or past `out.channels` are not stored), the residual at the
+/// output's index added where given: `8 NV` accumulators, as [`block_avx512`].
+///
+/// # Safety
+/// AVX-512F must be available; every value read from `x` and the residual and written to
+/// the output must be inside its buffer (masked-off lanes are neither read nor written).
+#[target_feature(enable = "avx512f")]
+unsafe fn rows_avx512<const NV: usize>(
+    plan: &Plan,
+    x: *const f32,
+    w: &[*const f32; OB],
+    bias: &[f32; OB],
+    vectors: &[RowVector; TILE / VEC],
+    out: &RowOut,
+) {
+    let input: [usize; NV] = std::array::from_fn(|i| vectors[i].input);
+    let mut sums = [[_mm512_setzero_ps(); NV]; OB];
+    for (row, &b) in sums.iter_mut().zip(bias) {
+        for s in row.iter_mut() {
+            *s = _mm512_set1_ps(b);
+        }
+    }
+    let mut k = 0;
+    for c in 0..plan.cg {
+        let xc = x.add(c * plan.plane);
+        for &off in &plan.offsets {
+            let xt = xc.add(off);
+            let mut v = [_mm512_setzero_ps(); NV];
+            for (v, &p) in v.iter_mut().zip(&input) {
+                *v = _mm512_loadu_ps(xt.add(p));
+            }
+            for (row, &wo) in sums.iter_mut().zip(w) {
+                let kv = _mm512_set1_ps(*wo.add(k));
+                for (s, &xv) in row.iter_mut().zip(&v) {
+                    *s = _mm512_fmadd_ps(kv, xv, *s);
+                }
+            }
+            k += 1;
+        }
+    }
+    for (o, row) in sums.iter().enumerate().take(out.channels) {
+        for (s, vector) in row.iter().zip(vectors) {
+            let at = o * out.stride + vector.output;
+            let mut s = *s;
+            if let Some(r) = out.residual {
+                s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(vector.mask, r.add(at)));
+            }
+            _mm512_mask_storeu_ps(out.at.add(at), vector.mask, s);
+        }
     }
 }
 
@@ -726,9 +899,11 @@ mod tests {
 
     /// Shapes the direct kernel runs.
     #[rustfmt::skip]
-    const DIRECT: [Case; 11] = [
+    const DIRECT: [Case; 12] = [
         // 3x3, same padding, channels not a multiple of the block, rows ending inside a tile.
         ([1, 5, 9, 13], 7, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
+        // Rows of exactly one vector (row tiles spanning rows), a partial channel block.
+        ([1, 9, 6, 16], 10, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
         // Batch 2, wide enough for several parallel tasks.
         ([2, 16, 20, 37], 12, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
         // 1-D dilated (HiFi-GAN), uneven pads, a single output channel.
