@@ -189,7 +189,7 @@ pub(super) fn conv2d_add(
             if !in_place {
                 pad_planes(
                     pool,
-                    &plan,
+                    &plan.planes(),
                     [a.pads[0], a.pads[1]],
                     (planes, leaky),
                     [h, wd],
@@ -218,13 +218,31 @@ thread_local! {
     static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// The layout of zero-padded input planes: `cg` planes of `plane` values, rows of `wp`.
+pub(super) struct Planes {
+    pub cg: usize,
+    pub plane: usize,
+    pub wp: usize,
+}
+
+impl Plan {
+    /// The layout of this plan's padded planes.
+    fn planes(&self) -> Planes {
+        Planes {
+            cg: self.cg,
+            plane: self.plane,
+            wp: self.wp,
+        }
+    }
+}
+
 /// Writes `planes` (`[Cg, H, W]`, each value through the `LeakyRelu` of slope `leaky` where
 /// given) as the zero-padded planes, `pads` (top, left) from their corner, the planes in
 /// parallel on `pool` when they are large: every value of the first `Cg` planes is written
 /// once (borders zeroed here, so the buffer need not be cleared first).
-fn pad_planes(
+pub(super) fn pad_planes(
     pool: &ThreadPool,
-    plan: &Plan,
+    plan: &Planes,
     pads: [usize; 2],
     (planes, leaky): (&[f32], Option<f32>),
     [h, wd]: [usize; 2],
@@ -350,7 +368,7 @@ pub(super) fn conv_transpose2d(
         let planes = &x[bi * cin * wd..][..cin * wd];
         pad_planes(
             pool,
-            &plan(0, 0),
+            &plan(0, 0).planes(),
             [0, left],
             (planes, None),
             [1, wd],

@@ -24,8 +24,9 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
 
 /// `Conv2d` of `[leaky(x), w]` (bias `b`; `leaky`: the slope of a `LeakyRelu` applied to
 /// `x` first) with `residual` (the output's layout) added to each output value:
-/// `LeakyRelu`, `Conv2d`, then `Add`; the activation in the direct kernel's padded copy and
-/// the residual in its tiles where it applies, else each a pass of its own.
+/// `LeakyRelu`, `Conv2d`, then `Add`; the activation in the padded copy and the residual in
+/// the output stores of the Winograd or direct kernel where one applies, else each a pass
+/// of its own.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
@@ -36,6 +37,10 @@ pub(super) fn conv2d_add(
     residual: &[f32],
     y: &mut [f32],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_winograd::applies(a) {
+        return super::conv_winograd::conv2d_add(pool, a, [x, w], leaky, b, Some(residual), y);
+    }
     #[cfg(target_arch = "x86_64")]
     if super::conv_direct::applies(a) {
         let wide = kernels::avx512_detected();
@@ -53,8 +58,8 @@ pub(super) fn conv2d_add(
     }
 }
 
-/// `Conv2d` (see [`Op::Conv2d`]): the direct kernel where it applies (stride 1 on
-/// AVX-512F or AVX2+FMA), the depthwise loops for one input channel per group, else per
+/// `Conv2d` (see [`Op::Conv2d`]): Winograd F(2x2, 3x3) where it applies (3x3, stride 1,
+/// on AVX-512F), the direct kernel where it applies (stride 1 on AVX-512F or AVX2+FMA), the depthwise loops for one input channel per group, else per
 /// batch entry and group the input copied once into a zero-padded channels-last buffer, so
 /// each patch row (`[Ho Wo, kh kw Cg]`, taps outer, channels inner) is `kh kw` contiguous
 /// copies; then the gemm kernel against the kernel rows reordered the same way.
@@ -66,6 +71,10 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
+    #[cfg(target_arch = "x86_64")]
+    if super::conv_winograd::applies(a) {
+        return super::conv_winograd::conv2d_add(pool, a, [x, w], None, b, None, y);
+    }
     #[cfg(target_arch = "x86_64")]
     if super::conv_direct::applies(a) {
         let wide = kernels::avx512_detected();

@@ -10,6 +10,8 @@ mod attention_rows;
 mod conv_depthwise;
 #[cfg(target_arch = "x86_64")]
 mod conv_direct;
+#[cfg(target_arch = "x86_64")]
+mod conv_winograd;
 mod elementwise;
 mod image;
 mod index;
