@@ -55,6 +55,11 @@ struct Plan {
     offsets: Vec<usize>,
     /// Whether the blocks run on AVX-512F (else AVX2+FMA).
     wide: bool,
+    /// Where the weight of output channel `o`, input channel `c` and tap `t` is in the
+    /// group's weights: `o weight_row + c weight_channel + weight_taps[t]`.
+    weight_row: usize,
+    weight_channel: usize,
+    weight_taps: Vec<usize>,
     /// Row tiles: the vectors of `VEC` positions each output row is cut into (the last
     /// one masked to the row's end), where tiles are made of whole-row vectors instead of
     /// flat positions; see [`Plan::row_tiles`].
@@ -79,8 +84,40 @@ impl Plan {
             positions: (ho.max(1) - 1) * wp + wo,
             offsets,
             wide,
+            weight_row: cg * kh * kw,
+            weight_channel: kh * kw,
+            weight_taps: (0..kh * kw).collect(),
             row_vectors: None,
         }
+    }
+
+    /// Whether each kernel row lists its weights in (input channel, tap) order:
+    /// `weight_channel` is the taps, `weight_taps` counts from 0 (a convolution's rows).
+    fn weights_in_order(&self) -> bool {
+        self.weight_channel == self.weight_taps.len()
+            && self.weight_taps.iter().enumerate().all(|(i, &t)| i == t)
+    }
+
+    /// One past the largest index of the group's weights that channel block `blk` of
+    /// `channels` output channels reads.
+    fn weights_end(&self, blk: usize, channels: usize) -> usize {
+        let last_tap = self.weight_taps.iter().max().copied().unwrap_or(0);
+        (blk * OB + channels - 1) * self.weight_row
+            + (self.cg - 1) * self.weight_channel
+            + last_tap
+            + 1
+    }
+
+    /// The kernel rows of channel block `blk` (of `channels` output channels; rows past
+    /// the last repeat it, their sums dropped) in the group's `weights`.
+    fn weight_rows(&self, weights: &[f32], blk: usize, channels: usize) -> [*const f32; OB] {
+        assert!(
+            self.weights_end(blk, channels) <= weights.len(),
+            "conv_direct: weight bounds"
+        );
+        std::array::from_fn(|o| {
+            weights[(blk * OB + o.min(channels - 1)) * self.weight_row..].as_ptr()
+        })
     }
 
     /// This plan with row tiles where they apply: AVX-512F blocks (masked stores) and rows
@@ -352,8 +389,9 @@ pub(super) fn conv_transpose2d(
     let mut padded = PADDED.take();
     padded.resize(cin * wp + TILE, 0.0);
     padded[cin * wp..].fill(0.0);
-    let mut weights = Vec::new();
-    let plan = |wo: usize, taps: usize| Plan {
+    // Phase `(first, taps)`'s kernel rows read in place from `w [Cin, Cout, k]`: output
+    // channel `o`, input channel `c`, tap `m` (reversed) at `o k + c Cout k + first + (J - 1 - m) s`.
+    let plan = |wo: usize, first: usize, taps: usize| Plan {
         cg: cin,
         plane: wp,
         wp,
@@ -362,33 +400,27 @@ pub(super) fn conv_transpose2d(
         positions: wo,
         offsets: (0..taps).collect(),
         wide,
+        weight_row: k,
+        weight_channel: cout * k,
+        weight_taps: (0..taps).map(|m| first + (taps - 1 - m) * s).collect(),
         row_vectors: None,
     };
     for bi in 0..n {
         let planes = &x[bi * cin * wd..][..cin * wd];
         pad_planes(
             pool,
-            &plan(0, 0).planes(),
+            &plan(0, 0, 0).planes(),
             [0, left],
             (planes, None),
             [1, wd],
             &mut padded,
         );
         for &(r, first, pad, taps) in &phases {
-            // The phase's kernel rows `[Cout, Cin, J]`, taps reversed.
-            weights.clear();
-            for o in 0..cout {
-                for c in 0..cin {
-                    for m in 0..taps {
-                        weights.push(w[(c * cout + o) * k + first + (taps - 1 - m) * s]);
-                    }
-                }
-            }
-            let plan = plan((t - r).div_ceil(s), taps);
+            let plan = plan((t - r).div_ceil(s), first, taps);
             let group = Group {
                 plan: &plan,
                 padded: &padded[left - pad..],
-                weights: &weights,
+                weights: w,
                 bias: b,
                 residual: None,
                 channels: cout,
@@ -410,7 +442,7 @@ struct Group<'a> {
     plan: &'a Plan,
     /// `[Cg, Hp, Wp]`, plus at least [`TILE`] zeros unless no block reads past the planes.
     padded: &'a [f32],
-    /// `[channels, Cg, taps]`.
+    /// The kernel, addressed as the plan says (`[channels, Cg, taps]` for a convolution).
     weights: &'a [f32],
     /// Per output channel, when there is a bias.
     bias: Option<&'a [f32]>,
@@ -500,14 +532,9 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
     if let Some(rv) = plan.row_vectors {
         return run_row_tile(gr, blk, tile, rv, dst);
     }
-    let row_len = plan.cg * plan.offsets.len();
     let om = gr.out;
     let channels = (gr.channels - blk * OB).min(OB);
-    // Rows past the group's last channel repeat it (their sums are dropped).
-    let rows: [*const f32; OB] = std::array::from_fn(|o| {
-        let c = blk * OB + o.min(channels - 1);
-        gr.weights[c * row_len..][..row_len].as_ptr()
-    });
+    let rows = plan.weight_rows(gr.weights, blk, channels);
     let bias: [f32; OB] =
         std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
     let p0 = tile * TILE;
@@ -595,16 +622,15 @@ fn run_block_tile(gr: &Group, blk: usize, tile: usize, dst: &OutPtr, acc: &mut [
 /// written straight into the output rows, the residual added there.
 fn run_row_tile(gr: &Group, blk: usize, tile: usize, rv: usize, dst: &OutPtr) {
     let plan = gr.plan;
-    let row_len = plan.cg * plan.offsets.len();
     let om = gr.out;
     let channels = (gr.channels - blk * OB).min(OB);
-    // Rows past the group's last channel repeat it (their sums are not stored).
-    let rows: [*const f32; OB] = std::array::from_fn(|o| {
-        let c = blk * OB + o.min(channels - 1);
-        gr.weights[c * row_len..][..row_len].as_ptr()
-    });
+    let rows = plan.weight_rows(gr.weights, blk, channels);
     let bias: [f32; OB] =
         std::array::from_fn(|o| gr.bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+    assert!(
+        plan.weights_in_order(),
+        "conv_direct: row tiles of a transposed kernel"
+    );
     let per_tile = TILE / VEC;
     let first = tile * per_tile;
     let count = (plan.ho * rv - first).min(per_tile);
@@ -694,6 +720,7 @@ unsafe fn rows_avx512<const NV: usize>(
             *s = _mm512_set1_ps(b);
         }
     }
+    // Row tiles are planned for convolutions, whose rows list the weights in order.
     let mut k = 0;
     for c in 0..plan.cg {
         let xc = x.add(c * plan.plane);
@@ -747,17 +774,20 @@ unsafe fn block(
         "conv_direct: block bounds"
     );
     // SAFETY: every read of `padded` is inside it (checked above: the largest flat index
-    // read is `last + vectors VEC - 1`), each row of `rows` holds `Cg taps` weights (made
-    // so by `run_tiles`), and the writes are those the caller vouches for; AVX-512F is
+    // read is `last + vectors VEC - 1`), the weights each row of `rows` is read at are
+    // inside the group's weights (asserted by `Plan::weight_rows`), and the writes are those the caller vouches for; AVX-512F is
     // checked here, AVX2 and FMA by the assertions of `applies` / `conv_transpose_applies`
     // in the callers.
     unsafe {
         let x = padded.as_ptr().add(p0);
         if plan.wide && crate::backend::cpu::kernels::avx512_detected() {
-            match vectors {
-                1 => block_avx512::<1>(plan, x, rows, bias, out, stride),
-                2 => block_avx512::<2>(plan, x, rows, bias, out, stride),
-                _ => block_avx512::<3>(plan, x, rows, bias, out, stride),
+            match (vectors, plan.weights_in_order()) {
+                (1, true) => block_avx512::<1, true>(plan, x, rows, bias, out, stride),
+                (2, true) => block_avx512::<2, true>(plan, x, rows, bias, out, stride),
+                (_, true) => block_avx512::<3, true>(plan, x, rows, bias, out, stride),
+                (1, false) => block_avx512::<1, false>(plan, x, rows, bias, out, stride),
+                (2, false) => block_avx512::<2, false>(plan, x, rows, bias, out, stride),
+                (_, false) => block_avx512::<3, false>(plan, x, rows, bias, out, stride),
             }
         } else {
             // Quarters: four channels by half the positions (`vectors` 8-lane vectors).
@@ -766,10 +796,13 @@ unsafe fn block(
                 let rows: [*const f32; 4] = std::array::from_fn(|i| rows[half + i]);
                 let bias: [f32; 4] = std::array::from_fn(|i| bias[half + i]);
                 let (o, xq) = (out.add(half * stride + sub), x.add(sub));
-                match vectors {
-                    1 => block_avx2::<1>(plan, xq, &rows, &bias, o, stride),
-                    2 => block_avx2::<2>(plan, xq, &rows, &bias, o, stride),
-                    _ => block_avx2::<3>(plan, xq, &rows, &bias, o, stride),
+                match (vectors, plan.weights_in_order()) {
+                    (1, true) => block_avx2::<1, true>(plan, xq, &rows, &bias, o, stride),
+                    (2, true) => block_avx2::<2, true>(plan, xq, &rows, &bias, o, stride),
+                    (_, true) => block_avx2::<3, true>(plan, xq, &rows, &bias, o, stride),
+                    (1, false) => block_avx2::<1, false>(plan, xq, &rows, &bias, o, stride),
+                    (2, false) => block_avx2::<2, false>(plan, xq, &rows, &bias, o, stride),
+                    (_, false) => block_avx2::<3, false>(plan, xq, &rows, &bias, o, stride),
                 }
             }
         }
@@ -789,7 +822,7 @@ macro_rules! block_kernel {
         /// The CPU must support the target features; `x` and `w` must hold every value read,
         /// `out` must be valid for `$ch` rows of `NV $lanes` values `stride` apart.
         #[target_feature(enable = $feature)]
-        unsafe fn $name<const NV: usize>(
+        unsafe fn $name<const NV: usize, const IN_ORDER: bool>(
             plan: &Plan,
             x: *const f32,
             w: &[*const f32; $ch],
@@ -806,14 +839,16 @@ macro_rules! block_kernel {
             let mut k = 0;
             for c in 0..plan.cg {
                 let xc = x.add(c * plan.plane);
-                for &off in &plan.offsets {
+                let wc = c * plan.weight_channel;
+                for (t, &off) in plan.offsets.iter().enumerate() {
                     let xt = xc.add(off);
                     let mut v = [$zero(); NV];
                     for (i, v) in v.iter_mut().enumerate() {
                         *v = $load(xt.add(i * $lanes));
                     }
+                    let at = if IN_ORDER { k } else { wc + plan.weight_taps[t] };
                     for (row, &wo) in sums.iter_mut().zip(w) {
-                        let kv = $set1(*wo.add(k));
+                        let kv = $set1(*wo.add(at));
                         for (s, &xv) in row.iter_mut().zip(&v) {
                             *s = $fma(kv, xv, *s);
                         }
