@@ -39,6 +39,7 @@ pub(super) fn applies(a: &Conv2dArgs) -> bool {
 }
 
 /// The geometry of one group's padded planes and flat output positions.
+#[derive(Clone)]
 struct Plan {
     /// Input channels of a group.
     cg: usize,
@@ -212,6 +213,10 @@ pub(super) fn conv2d_add(
     // last plane (flat positions rounded up to whole vectors, plus the last tap's offset).
     let reach = plan.reach();
     let in_place = a.pads == [0; 4] && reach <= plan.plane && leaky.is_none();
+    let one_row = h == 1 && plan.ho == 1 && a.groups == 1;
+    if one_row && !in_place && plan.row_vectors.is_some() && plan.wo >= CHUNKED_MIN_POSITIONS {
+        return conv1d_chunks(pool, &plan, a, [x, w], leaky, (b, residual), y);
+    }
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
     let mut padded = PADDED.take();
@@ -292,18 +297,7 @@ pub(super) fn pad_planes(
             match r.checked_sub(top).filter(|&i| i < h) {
                 Some(i) => {
                     line[..left].fill(0.0);
-                    let (out, row) = (&mut line[left..left + wd], &src[i * wd..][..wd]);
-                    match leaky {
-                        None => out.copy_from_slice(row),
-                        Some(s) => vectorized(
-                            #[inline(always)]
-                            || {
-                                for (o, &v) in out.iter_mut().zip(row) {
-                                    *o = leaky_relu(v, s);
-                                }
-                            },
-                        ),
-                    }
+                    copy_activated(&mut line[left..left + wd], &src[i * wd..][..wd], leaky);
                     line[left + wd..].fill(0.0);
                 }
                 None => line.fill(0.0),
@@ -315,6 +309,104 @@ pub(super) fn pad_planes(
         padded.chunks_mut(plan.plane).enumerate().for_each(pad);
     } else {
         pool.install(|| padded.par_chunks_mut(plan.plane).enumerate().for_each(pad));
+    }
+}
+
+/// `out = LeakyRelu(row)` with slope `leaky`, or a copy of `row` without one.
+fn copy_activated(out: &mut [f32], row: &[f32], leaky: Option<f32>) {
+    match leaky {
+        None => out.copy_from_slice(row),
+        Some(s) => vectorized(
+            #[inline(always)]
+            || {
+                for (o, &v) in out.iter_mut().zip(row) {
+                    *o = leaky_relu(v, s);
+                }
+            },
+        ),
+    }
+}
+
+/// Output positions from which a one-row convolution runs in chunks ([`conv1d_chunks`]):
+/// below, chunks of a few vectors would leave the blocks short of positions.
+const CHUNKED_MIN_POSITIONS: usize = 384;
+/// Input values a chunk's private planes hold at most (256 KiB, a quarter of the L2).
+const CHUNK_VALUES: usize = 64 * 1024;
+
+thread_local! {
+    /// The private planes of the last chunk this thread ran, reused.
+    static CHUNK_PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A one-row convolution (a 1-D convolution: one input and output row, one group; row
+/// tiles) per batch entry in chunks of output positions, a multiple of the pool's threads
+/// of them, one task each: the task copies the input its chunk reads (zero-padded, through
+/// the `LeakyRelu` of slope `leaky` where given) into planes of its own, which stay in its
+/// core's cache while every channel block runs over the chunk's tiles. Same sums, in the
+/// same order, as [`conv2d_add`]'s other path.
+fn conv1d_chunks(
+    pool: &ThreadPool,
+    plan: &Plan,
+    a: &Conv2dArgs,
+    [x, w]: [&[f32]; 2],
+    leaky: Option<f32>,
+    (b, residual): (Option<&[f32]>, Option<&[f32]>),
+    y: &mut [f32],
+) {
+    let (n, cin, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[3]);
+    let (cout, wo, left) = (a.w_shape[0], plan.wo, a.pads[1]);
+    let reach = plan.offsets.last().copied().unwrap_or(0);
+    let threads = pool.current_num_threads().max(1);
+    let per_thread = wo.div_ceil((CHUNK_VALUES / cin).max(TILE) * threads);
+    let chunk = wo.div_ceil(per_thread * threads).next_multiple_of(VEC);
+    let chunks = wo.div_ceil(chunk);
+    let weights = &w[..cout * plan.weight_row];
+    for bi in 0..n {
+        let planes = &x[bi * cin * wd..][..cin * wd];
+        let dst = OutPtr(y[bi * cout * wo..][..cout * wo].as_mut_ptr(), cout * wo);
+        let residual = residual.map(|r| &r[bi * cout * wo..][..cout * wo]);
+        let task = |ci: usize| {
+            let start = ci * chunk;
+            let len = chunk.min(wo - start);
+            let width = len.next_multiple_of(VEC) + reach;
+            let mut padded = CHUNK_PADDED.take();
+            padded.resize(cin * width, 0.0);
+            // Chunk position j reads input column start + j - left, where inside the row.
+            let from = left.saturating_sub(start).min(width);
+            let to = (wd + left).saturating_sub(start).clamp(from, width);
+            for (c, line) in padded.chunks_mut(width).enumerate() {
+                let src = &planes[c * wd..][..wd];
+                line[..from].fill(0.0);
+                let s0 = start + from - left;
+                copy_activated(&mut line[from..to], &src[s0..s0 + (to - from)], leaky);
+                line[to..].fill(0.0);
+            }
+            let chunk_plan = Plan {
+                plane: width,
+                wp: width,
+                wo: len,
+                positions: len,
+                row_vectors: Some(len.div_ceil(VEC)),
+                ..plan.clone()
+            };
+            let group = Group {
+                plan: &chunk_plan,
+                padded: &padded,
+                weights,
+                bias: b,
+                residual,
+                channels: cout,
+                out: OutMap {
+                    channel: wo,
+                    row: 0,
+                    step: 1,
+                    first: start,
+                },
+            };
+            run_tiles(&group, 0..cout.div_ceil(OB), 0..chunk_plan.tiles(), &dst);
+            CHUNK_PADDED.set(padded);
+        };
+        pool.install(|| (0..chunks).into_par_iter().for_each(task));
     }
 }
 
@@ -952,7 +1044,7 @@ mod tests {
 
     /// Shapes the direct kernel runs.
     #[rustfmt::skip]
-    const DIRECT: [Case; 12] = [
+    const DIRECT: [Case; 13] = [
         // 3x3, same padding, channels not a multiple of the block, rows ending inside a tile.
         ([1, 5, 9, 13], 7, [3, 3], [1, 1], [1, 1, 1, 1], [1, 1], 1, [0, 0]),
         // Rows of exactly one vector (row tiles spanning rows), a partial channel block.
@@ -962,6 +1054,8 @@ mod tests {
         // 1-D dilated (HiFi-GAN), uneven pads, a single output channel.
         ([1, 6, 1, 300], 1, [1, 7], [1, 1], [0, 9, 0, 6], [1, 3], 1, [0, 0]),
         ([1, 32, 1, 1000], 32, [1, 5], [1, 1], [0, 12, 0, 12], [1, 6], 1, [0, 0]),
+        // Long rows run in chunks: batch 2, uneven pads, a partial channel block.
+        ([2, 5, 1, 700], 11, [1, 3], [1, 1], [0, 1, 0, 3], [1, 2], 1, [0, 0]),
         // Few positions, many channels (split by channel blocks): a tile of one, two and
         // three vectors.
         ([1, 24, 1, 33], 100, [1, 3], [1, 1], [0, 0, 0, 0], [1, 1], 1, [0, 0]),
