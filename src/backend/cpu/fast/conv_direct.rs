@@ -4,14 +4,16 @@
 //! planes at the constant offset `u dh Wp + v dw` from `p`. Register blocks of
 //! [`OB`] output channels by up to [`TILE`] flat positions accumulate over input channels
 //! and taps, the weights broadcast from their own `[Cout, Cg, kh, kw]` rows (nothing is
-//! repacked per call); flat positions with `s >= Wo` (between two rows) are computed and
-//! dropped. This covers the 3x3 convolutions of a UNet and the dilated 1-D convolutions of
-//! HiFi-GAN (a height of 1) alike.
+//! repacked per call). On AVX-512F a tile's vectors lie in single output rows (row tiles,
+//! masked at a row's end) and are stored straight into the output; elsewhere tiles run over
+//! flat positions, those with `s >= Wo` (between two rows) computed and dropped. This covers
+//! the 3x3 convolutions of a UNet and the dilated 1-D convolutions of HiFi-GAN (a height of
+//! 1) alike; long 1-D rows run in chunks, each padded privately by the task that runs it.
 //!
 //! A 1-D `ConvTranspose2d` of stride `s` is `s` such convolutions, one per output phase
 //! `t mod s`: each output `t` gets the taps `k = (t + pl) mod s + j s` of the input
 //! positions `(t + pl) div s - j`, a stride-1 convolution of the input with the phase's
-//! taps reversed, written to every `s`-th output.
+//! taps reversed (read in place from the kernel), written to every `s`-th output.
 
 use super::elementwise::{leaky_relu, vectorized};
 use super::par::PAR_MIN_WORK;
