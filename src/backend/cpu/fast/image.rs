@@ -59,8 +59,9 @@ pub(super) fn conv2d_add(
 }
 
 /// `Conv2d` (see [`Op::Conv2d`]): Winograd F(2x2, 3x3) where it applies (3x3, stride 1,
-/// on AVX-512F), the direct kernel where it applies (stride 1 on AVX-512F or AVX2+FMA), the depthwise loops for one input channel per group, else per
-/// batch entry and group the input copied once into a zero-padded channels-last buffer, so
+/// on AVX-512F), the direct kernel where it applies (stride 1 on AVX-512F or AVX2+FMA),
+/// the depthwise loops for one input channel per group, else per batch entry and group
+/// the input copied once into a zero-padded channels-last buffer, so
 /// each patch row (`[Ho Wo, kh kw Cg]`, taps outer, channels inner) is `kh kw` contiguous
 /// copies; then the gemm kernel against the kernel rows reordered the same way.
 pub(super) fn conv2d(
