@@ -257,9 +257,10 @@ pub(super) fn conv2d_add(
 }
 
 thread_local! {
-    /// The padded planes of the last direct `Conv2d` on this thread, reused (a fresh
-    /// buffer per call costs its page faults every time).
-    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The padded planes of the last convolution on this thread (direct, a chunk of a
+    /// one-row one, transposed or Winograd), reused: a fresh buffer per call costs its page
+    /// faults every time. Each user takes it out for its duration and puts it back.
+    pub(super) static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// The layout of zero-padded input planes: `cg` planes of `plane` values, rows of `wp`.
@@ -335,11 +336,6 @@ const CHUNKED_MIN_POSITIONS: usize = 384;
 /// Input values a chunk's private planes hold at most (256 KiB, a quarter of the L2).
 const CHUNK_VALUES: usize = 64 * 1024;
 
-thread_local! {
-    /// The private planes of the last chunk this thread ran, reused.
-    static CHUNK_PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// A one-row convolution (a 1-D convolution: one input and output row, one group; row
 /// tiles) per batch entry in chunks of output positions, a multiple of the pool's threads
 /// of them, one task each: the task copies the input its chunk reads (zero-padded, through
@@ -371,7 +367,7 @@ fn conv1d_chunks(
             let start = ci * chunk;
             let len = chunk.min(wo - start);
             let width = len.next_multiple_of(VEC) + reach;
-            let mut padded = CHUNK_PADDED.take();
+            let mut padded = PADDED.take();
             padded.resize(cin * width, 0.0);
             // Chunk position j reads input column start + j - left, where inside the row.
             let from = left.saturating_sub(start).min(width);
@@ -406,7 +402,7 @@ fn conv1d_chunks(
                 },
             };
             run_tiles(&group, 0..cout.div_ceil(OB), 0..chunk_plan.tiles(), &dst);
-            CHUNK_PADDED.set(padded);
+            PADDED.set(padded);
         };
         pool.install(|| (0..chunks).into_par_iter().for_each(task));
     }

@@ -16,7 +16,7 @@
 //! Tiles are taken 16 at a time along a row of tiles (a strip: one vector per transformed
 //! value), the input read from the zero-padded planes of the direct kernel's copy.
 
-use super::conv_direct::{pad_planes, Planes};
+use super::conv_direct::{pad_planes, Planes, PADDED};
 use crate::backend::cpu::reference::image::Conv2dArgs;
 use rayon::prelude::*;
 use rayon::ThreadPool;
@@ -88,8 +88,6 @@ impl Tiling {
 }
 
 thread_local! {
-    /// The padded planes of the last Winograd convolution on this thread, reused.
-    static PADDED: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
     /// A block's transformed tiles and products on this thread, reused.
     static SCRATCH: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
