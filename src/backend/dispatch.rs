@@ -379,10 +379,11 @@ impl Dispatcher {
     /// Runs `f` on the cpu worker pool (of [`Dispatcher::threads`] threads).
     /// Wrap a whole forward (or a whole generation) in it: ops then start
     /// their parallel loops from a worker instead of handing each op over to
-    /// the pool and waiting, which costs tens of microseconds per op.
+    /// the pool and waiting, which costs tens of microseconds per op; the other workers
+    /// poll for work while `f` runs ([`cpu::install_hot`]) instead of parking between ops.
     pub fn install<R: Send>(&self, f: impl FnOnce() -> R + Send) -> R {
         match cpu::worker_pool(self.threads) {
-            Ok(pool) => pool.install(f),
+            Ok(pool) => cpu::install_hot(&pool, f),
             Err(_) => f(),
         }
     }

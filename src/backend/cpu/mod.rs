@@ -3,6 +3,7 @@
 //! supports every op. Its activations come from the context's frame allocator.
 
 pub mod fast;
+mod hot;
 pub mod kernels;
 pub mod reference;
 pub mod simd;
@@ -12,6 +13,8 @@ use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
+
+pub use hot::install_hot;
 
 /// The `cpu` backend, running on the shared worker pool of its thread count.
 pub struct CpuBackend {
