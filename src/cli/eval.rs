@@ -180,7 +180,7 @@ pub fn run(a: EvalArgs) -> CmdResult {
     }
     if a.timings {
         eprintln!(
-            "timings: load {load_ms:.1} ms, run {best:.1} ms (fastest of {}), {} nodes ({} fused groups) on {}",
+            "timings: load {load_ms:.1} ms, run {best:.3} ms (fastest of {}), {} nodes ({} fused groups) on {}",
             a.repeat.max(1),
             graph.nodes.len(),
             gm.fused_count(),

@@ -418,10 +418,8 @@ unsafe fn transform_output(
 
 #[cfg(test)]
 mod tests {
-    use super::super::elementwise::leaky_relu;
-    use super::super::image::tests::{assert_close, Case, Geometry};
+    use super::super::image::tests::{check_fused, Case, Geometry};
     use super::*;
-    use crate::backend::cpu::reference::image as reference;
 
     /// Shapes the Winograd kernel runs: odd output sizes (a last tile row and column half
     /// outside), a strip partly past the row's end, no or asymmetric padding, batch 2,
@@ -453,32 +451,15 @@ mod tests {
             .unwrap();
         for case in &CASES {
             let geometry = Geometry::conv(case);
-            let (args, [x, w, b]) = (geometry.args(), geometry.operands());
+            let (args, operands) = (geometry.args(), geometry.operands());
             assert!(applies(&args), "{case:?}");
-            let n: usize = args.out_shape.iter().product();
-            let residual: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25 - 1.5).collect();
-            for (bias, res, leaky) in [
-                (Some(&b[..]), None, None),
-                (None, None, None),
-                (Some(&b[..]), Some(&residual[..]), Some(0.1)),
-            ] {
-                let xin: Vec<f32> = match leaky {
-                    Some(s) => x.iter().map(|&v| leaky_relu(v, s)).collect(),
-                    None => x.clone(),
-                };
-                let mut want = reference::conv2d(&args, &xin, &w, bias);
-                if let Some(r) = res {
-                    want.iter_mut().zip(r).for_each(|(v, r)| *v += r);
-                }
-                let mut got = vec![f32::NAN; n];
-                conv2d_add(&pool, &args, [&x, &w], leaky, bias, res, &mut got);
-                let what = format!(
-                    "{case:?} bias {} residual {}",
-                    bias.is_some(),
-                    res.is_some()
-                );
-                assert_close(&want, &got, &what);
-            }
+            let [x, w, _] = &operands;
+            check_fused(
+                &args,
+                &operands,
+                &format!("{case:?}"),
+                &mut |leaky, bias, res, y| conv2d_add(&pool, &args, [x, w], leaky, bias, res, y),
+            );
         }
     }
 

@@ -663,6 +663,44 @@ pub(super) mod tests {
         }
     }
 
+    /// A fused convolution kernel under test: `(leaky, bias, residual, y)`.
+    pub(in super::super) type FusedRun<'a> =
+        dyn FnMut(Option<f32>, Option<&[f32]>, Option<&[f32]>, &mut [f32]) + 'a;
+
+    /// Checks `run` on the operands `[x, w, b]` of `args` against the reference loops of
+    /// `LeakyRelu`, `Conv2d` and `Add`: with the bias and without, and with a residual and a
+    /// `LeakyRelu` (slope 0.1) on the input.
+    pub(in super::super) fn check_fused(
+        args: &Conv2dArgs,
+        [x, w, b]: &[Vec<f32>; 3],
+        what: &str,
+        run: &mut FusedRun<'_>,
+    ) {
+        let n: usize = args.out_shape.iter().product();
+        let residual: Vec<f32> = (0..n).map(|i| (i % 13) as f32 * 0.25 - 1.5).collect();
+        for (bias, res, leaky) in [
+            (Some(&b[..]), None, None),
+            (None, None, None),
+            (Some(&b[..]), Some(&residual[..]), Some(0.1)),
+        ] {
+            let xin: Vec<f32> = match leaky {
+                Some(s) => x
+                    .iter()
+                    .map(|&v| super::super::elementwise::leaky_relu(v, s))
+                    .collect(),
+                None => x.clone(),
+            };
+            let mut want = crate::backend::cpu::reference::image::conv2d(args, &xin, w, bias);
+            if let Some(r) = res {
+                want.iter_mut().zip(r).for_each(|(v, r)| *v += r);
+            }
+            let mut got = vec![f32::NAN; n];
+            run(leaky, bias, res, &mut got);
+            let what = format!("{what} bias {} residual {}", bias.is_some(), res.is_some());
+            assert_close(&want, &got, &what);
+        }
+    }
+
     /// Asserts `|want - got| <= 1e-5 max(1, max |want|)` everywhere.
     pub(in super::super) fn assert_close(want: &[f32], got: &[f32], what: &str) {
         let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));

@@ -11,6 +11,8 @@ mod conv_depthwise;
 #[cfg(target_arch = "x86_64")]
 mod conv_direct;
 #[cfg(target_arch = "x86_64")]
+mod conv_narrow;
+#[cfg(target_arch = "x86_64")]
 mod conv_winograd;
 mod elementwise;
 mod image;
@@ -109,7 +111,15 @@ pub fn execute(
     if let Some(args) = reference::image::Conv2dArgs::of(op, &infos, &outs) {
         let (x, w) = (read(0)?, read(1)?);
         let b = inputs.get(2).map(|_| read(2)).transpose()?;
-        let kernel = if matches!(op, Op::ConvTranspose2d { .. }) {
+        let transposed = matches!(op, Op::ConvTranspose2d { .. });
+        #[cfg(target_arch = "x86_64")]
+        if let Some(p) = conv_narrow::packed_kernel(&args, &inputs[1]).filter(|_| !transposed) {
+            return one(ctx.tensor_with(shape0, false, |y| {
+                conv_narrow::conv1d(pool, &args, &x, &p, None, b.as_deref(), None, y);
+                Ok(())
+            })?);
+        }
+        let kernel = if transposed {
             image::conv_transpose2d
         } else {
             image::conv2d
@@ -365,8 +375,16 @@ pub fn execute(
             let Some(args) = reference::image::Conv2dArgs::of(conv, &infos[1..], &conv_outs) else {
                 return reference::execute(op, inputs);
             };
-            let (r, x, w) = (read(0)?, read(1)?, read(2)?);
+            let (r, x) = (read(0)?, read(1)?);
             let b = inputs.get(3).map(|_| read(3)).transpose()?;
+            #[cfg(target_arch = "x86_64")]
+            if let Some(p) = conv_narrow::packed_kernel(&args, &inputs[2]) {
+                return one(ctx.tensor_with(shape0, false, |y| {
+                    conv_narrow::conv1d(pool, &args, &x, &p, *leaky, b.as_deref(), Some(&r), y);
+                    Ok(())
+                })?);
+            }
+            let w = read(2)?;
             one(ctx.tensor_with(shape0, false, |y| {
                 image::conv2d_add(pool, &args, [&x, &w], *leaky, b.as_deref(), &r, y);
                 Ok(())

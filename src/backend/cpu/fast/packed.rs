@@ -24,10 +24,23 @@ type Entry = (Weak<dyn AsRef<[u8]> + Send + Sync>, Arc<PackedF32>);
 /// The packing of the f32 weight `w` (`[n, k]`, host bytes), made on first use; `None` for
 /// other weights, or where the packings held would pass [`BUDGET`].
 pub(super) fn packed(w: &Tensor) -> Option<Arc<PackedF32>> {
+    match *w.shape() {
+        [n, k] => packed_rows(w, n, k),
+        _ => None,
+    }
+}
+
+/// [`packed`] for an f32 weight of any shape read as `n` rows of `k` values (a convolution
+/// kernel `[Cout, Cin, kh, kw]` as `[Cout, Cin kh kw]`); `None` where `w` does not hold
+/// `n k` values.
+pub(super) fn packed_rows(w: &Tensor, n: usize, k: usize) -> Option<Arc<PackedF32>> {
     static CACHE: OnceLock<Mutex<HashMap<Key, Entry>>> = OnceLock::new();
-    let (Storage::Bytes(b), DType::F32, &[n, k]) = (w.storage(), w.dtype(), w.shape()) else {
+    let (Storage::Bytes(b), DType::F32) = (w.storage(), w.dtype()) else {
         return None;
     };
+    if w.shape().iter().product::<usize>() != n * k || b.as_slice().len() != n * k * 4 {
+        return None;
+    }
     let (owner, range, alive) = b.identity();
     let key = (owner, range, n, k);
     let cache = CACHE.get_or_init(Default::default);

@@ -25,7 +25,7 @@ use rayon::prelude::*;
 /// Output columns per packed panel (four 16-lane vectors).
 pub const NW: usize = 64;
 /// Activation rows per micro-tile.
-const MR: usize = 6;
+pub(crate) const MR: usize = 6;
 /// Most activation rows one task handles.
 const MAX_TASK_ROWS: usize = 240;
 
@@ -75,6 +75,14 @@ impl PackedF32 {
     /// Values per weight row.
     pub fn k(&self) -> usize {
         self.k
+    }
+
+    /// Panel `p`: for each `kk < k`, the [`NW`] weights `W[p NW + j][kk]` (zero past `n`).
+    ///
+    /// # Panics
+    /// If `p` is not below `n.div_ceil(NW)`.
+    pub fn panel(&self, p: usize) -> &[f32] {
+        &self.data[p * self.k * NW..(p + 1) * self.k * NW]
     }
 
     /// Bytes held.
@@ -203,23 +211,47 @@ fn task(w: &PackedF32, x: &[f32], y: &mut [f32], kc: usize) {
                 let tile = (rows - r).min(MR);
                 let xs = &x[r * k + k0..(r + tile - 1) * k + k0 + kb];
                 let ys = &mut y[r * n + p * NW..(r + tile - 1) * n + p * NW + cols];
-                avx512::tile(tile, xs, k, wb, kb, ys, n, cols, k0 == 0);
+                avx512::tile(
+                    tile,
+                    xs,
+                    k,
+                    avx512::Steps::Contiguous,
+                    wb,
+                    kb,
+                    ys,
+                    n,
+                    cols,
+                    k0 == 0,
+                );
             }
         }
     }
 }
 
-mod avx512 {
+pub(crate) mod avx512 {
     use super::{MR, NW};
     use std::arch::x86_64::*;
 
-    /// `y[i * ldy + j] (+)= sum_kk x[i * ldx + kk] * w[kk * NW + j]` for `i < rows`,
-    /// `j < cols`, `kk < kb`: starting from zero where `first`, else from the values in `y`.
+    /// Where the activation values of a tile are: row `i`, step `kk` at `x[i * ldx + kk]`
+    /// (rows of a matrix) or at `x[i * ldx + offsets[kk]]` (gathered, e.g. the taps of a
+    /// convolution).
+    #[derive(Clone, Copy)]
+    pub(crate) enum Steps<'a> {
+        /// `kk` itself.
+        Contiguous,
+        /// `offsets[kk]`.
+        Offsets(&'a [usize]),
+    }
+
+    /// `y[i * ldy + j] (+)= sum_kk x[i * ldx + at(kk)] * w[kk * NW + j]` for `i < rows`,
+    /// `j < cols`, `kk < kb` (`at` from `steps`): starting from zero where `first`, else
+    /// from the values in `y`.
     #[allow(clippy::too_many_arguments)]
-    pub(super) fn tile(
+    pub(crate) fn tile(
         rows: usize,
         x: &[f32],
         ldx: usize,
+        steps: Steps<'_>,
         w: &[f32],
         kb: usize,
         y: &mut [f32],
@@ -227,10 +259,17 @@ mod avx512 {
         cols: usize,
         first: bool,
     ) {
+        let reach = match steps {
+            Steps::Contiguous => kb,
+            Steps::Offsets(o) => {
+                assert!(o.len() >= kb, "gemm: packed tile offsets");
+                o[..kb].iter().max().map_or(0, |&m| m + 1)
+            }
+        };
         assert!(
             (1..=MR).contains(&rows)
                 && (1..=NW).contains(&cols)
-                && x.len() >= (rows - 1) * ldx + kb
+                && (kb == 0 || x.len() >= (rows - 1) * ldx + reach)
                 && w.len() >= kb * NW
                 && y.len() >= (rows - 1) * ldy + cols,
             "gemm: packed tile bounds"
@@ -244,25 +283,49 @@ mod avx512 {
             ((1u32 << lanes) - 1) as u16
         });
         let (xp, wp, yp) = (x.as_ptr(), w.as_ptr(), y.as_mut_ptr());
-        // SAFETY: the bounds were checked above (the masks keep every access to `y` within
-        // its `cols` columns) and the CPU feature was detected.
+        let offsets = match steps {
+            Steps::Contiguous => None,
+            Steps::Offsets(o) => Some(o.as_ptr()),
+        };
+        macro_rules! run {
+            ($r:literal) => {
+                match offsets {
+                    None => tile_imp::<$r, false>(
+                        xp,
+                        ldx,
+                        std::ptr::null(),
+                        wp,
+                        kb,
+                        yp,
+                        ldy,
+                        masks,
+                        first,
+                    ),
+                    Some(o) => tile_imp::<$r, true>(xp, ldx, o, wp, kb, yp, ldy, masks, first),
+                }
+            };
+        }
+        // SAFETY: the bounds were checked above (the largest activation index read is
+        // `(rows - 1) ldx + reach - 1`; the masks keep every access to `y` within its `cols`
+        // columns) and the CPU feature was detected.
         unsafe {
             match rows {
-                6 => tile_imp::<6>(xp, ldx, wp, kb, yp, ldy, masks, first),
-                5 => tile_imp::<5>(xp, ldx, wp, kb, yp, ldy, masks, first),
-                4 => tile_imp::<4>(xp, ldx, wp, kb, yp, ldy, masks, first),
-                3 => tile_imp::<3>(xp, ldx, wp, kb, yp, ldy, masks, first),
-                2 => tile_imp::<2>(xp, ldx, wp, kb, yp, ldy, masks, first),
-                _ => tile_imp::<1>(xp, ldx, wp, kb, yp, ldy, masks, first),
+                6 => run!(6),
+                5 => run!(5),
+                4 => run!(4),
+                3 => run!(3),
+                2 => run!(2),
+                _ => run!(1),
             }
         }
     }
 
     #[allow(clippy::too_many_arguments)]
     #[target_feature(enable = "avx512f")]
-    unsafe fn tile_imp<const R: usize>(
+    unsafe fn tile_imp<const R: usize, const GATHERED: bool>(
         x: *const f32,
         ldx: usize,
+        offsets: *const usize,
         w: *const f32,
         kb: usize,
         y: *mut f32,
@@ -281,9 +344,10 @@ mod avx512 {
         }
         for kk in 0..kb {
             let wv: [__m512; 4] = std::array::from_fn(|v| _mm512_loadu_ps(w.add(kk * NW + 16 * v)));
+            let at = if GATHERED { *offsets.add(kk) } else { kk };
             // Fully unrolled over the rows and vectors: the accumulators stay in registers.
             for (ci, row) in c.iter_mut().zip(&rows) {
-                let a = _mm512_set1_ps(*row.add(kk));
+                let a = _mm512_set1_ps(*row.add(at));
                 for (cv, wj) in ci.iter_mut().zip(&wv) {
                     *cv = _mm512_fmadd_ps(a, *wj, *cv);
                 }

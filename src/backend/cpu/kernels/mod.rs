@@ -23,6 +23,11 @@ mod gemm_avx512;
 mod gemm_packed;
 #[cfg(target_arch = "x86_64")]
 pub use gemm_packed::PackedF32;
+#[cfg(target_arch = "x86_64")]
+pub(crate) use gemm_packed::{
+    avx512::tile as packed_tile, avx512::Steps as TileSteps, MR as PACKED_TILE_ROWS,
+    NW as PACKED_PANEL,
+};
 pub mod machine;
 #[cfg(target_arch = "aarch64")]
 mod neon;
