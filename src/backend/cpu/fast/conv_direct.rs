@@ -13,7 +13,8 @@
 //! A 1-D `ConvTranspose2d` of stride `s` is `s` such convolutions, one per output phase
 //! `t mod s`: each output `t` gets the taps `k = (t + pl) mod s + j s` of the input
 //! positions `(t + pl) div s - j`, a stride-1 convolution of the input with the phase's
-//! taps reversed (read in place from the kernel), written to every `s`-th output.
+//! taps reversed (read in place from the kernel). A task computes every phase of its tile
+//! into a scratch tile, then writes the outputs interleaved, each output line once.
 
 use super::elementwise::{leaky_relu, vectorized};
 use super::par::PAR_MIN_WORK;
@@ -22,6 +23,7 @@ use crate::backend::cpu::simd;
 use rayon::prelude::*;
 use rayon::ThreadPool;
 use std::arch::x86_64::*;
+use std::ops::Range;
 
 /// Output channels per block.
 const OB: usize = 8;
@@ -505,26 +507,125 @@ pub(super) fn conv_transpose2d(
             [1, wd],
             &mut padded,
         );
-        for &(r, first, pad, taps) in &phases {
-            let plan = plan((t - r).div_ceil(s), first, taps);
-            let group = Group {
-                plan: &plan,
-                padded: &padded[left - pad..],
-                weights: w,
-                bias: b,
-                residual: None,
-                channels: cout,
-                out: OutMap {
-                    channel: t,
-                    row: 0,
-                    step: s,
-                    first: r,
-                },
-            };
-            run_group(pool, &group, &mut y[bi * cout * t..][..cout * t]);
-        }
+        let plans: Vec<(Plan, usize)> = phases
+            .iter()
+            .map(|&(r, first, pad, taps)| (plan((t - r).div_ceil(s), first, taps), left - pad))
+            .collect();
+        let out = &mut y[bi * cout * t..][..cout * t];
+        run_phases(pool, &plans, &padded, (w, b), (cout, t, s), out);
     }
     PADDED.set(padded);
+}
+
+/// The phases of one batch entry of a 1-D transposed convolution into `out` (`[Cout, T]`,
+/// `(cout, t, s)`): phase `r`'s plan reads the padded planes from its offset in `plans` and
+/// gives the outputs `u s + r`. Tasks take tiles of `u` by channel blocks; each computes
+/// every phase's block into a scratch tile, then writes the tile's outputs interleaved,
+/// position after position, so each output line is written once and whole (not once per
+/// phase, `s` values apart).
+fn run_phases(
+    pool: &ThreadPool,
+    plans: &[(Plan, usize)],
+    padded: &[f32],
+    (weights, bias): (&[f32], Option<&[f32]>),
+    (cout, t, s): (usize, usize, usize),
+    out: &mut [f32],
+) {
+    let Some((widest, _)) = plans.first() else {
+        return;
+    };
+    let tiles = widest.positions.div_ceil(TILE);
+    let blocks = cout.div_ceil(OB);
+    let work: usize = plans
+        .iter()
+        .map(|(p, _)| cout * p.positions * p.cg * p.offsets.len())
+        .sum();
+    assert_eq!(out.len(), cout * t, "conv_direct: transposed output length");
+    let dst = OutPtr(out.as_mut_ptr(), out.len());
+    let task = |blocks: Range<usize>, tiles: Range<usize>| {
+        let dst = &dst;
+        let mut acc = vec![0.0f32; plans.len() * OB * TILE];
+        for blk in blocks {
+            let channels = (cout - blk * OB).min(OB);
+            let bias: [f32; OB] =
+                std::array::from_fn(|o| bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+            for tile in tiles.clone() {
+                let p0 = tile * TILE;
+                for ((plan, from), acc) in plans.iter().zip(acc.chunks_exact_mut(OB * TILE)) {
+                    let end = (p0 + TILE).min(plan.positions);
+                    if end <= p0 {
+                        continue;
+                    }
+                    let rows = plan.weight_rows(weights, blk, channels);
+                    // SAFETY: `acc` holds `OB` rows of `TILE >= vectors VEC` values.
+                    unsafe {
+                        block(
+                            plan,
+                            &padded[*from..],
+                            p0,
+                            (end - p0).div_ceil(VEC),
+                            &rows,
+                            &bias,
+                            acc.as_mut_ptr(),
+                            TILE,
+                        );
+                    }
+                }
+                let first = p0 * s;
+                let len = (TILE * s).min(t - first);
+                for o in 0..channels {
+                    let at = (blk * OB + o) * t + first;
+                    debug_assert!(at + len <= dst.1);
+                    // SAFETY: outputs `first..first + len` of channel `blk OB + o` are inside
+                    // the output and belong to this task's tile and block only.
+                    let line = unsafe { std::slice::from_raw_parts_mut(dst.0.add(at), len) };
+                    for (u, outputs) in line.chunks_mut(s).enumerate() {
+                        for (r, v) in outputs.iter_mut().enumerate() {
+                            *v = acc[(r * OB + o) * TILE + u];
+                        }
+                    }
+                }
+            }
+        }
+    };
+    in_parts(pool, work, tiles, blocks, task);
+}
+
+/// Runs `task(channel blocks, tiles)` over parts of `tiles` tiles by parts of `blocks`
+/// channel blocks, in parallel on `pool` where the `work` (multiply-adds) is worth it:
+/// [`TASKS_PER_THREAD`] parts per thread, tiles split first (large planes by position, small
+/// ones by channel).
+fn in_parts(
+    pool: &ThreadPool,
+    work: usize,
+    tiles: usize,
+    blocks: usize,
+    task: impl Fn(Range<usize>, Range<usize>) + Sync,
+) {
+    let tasks = if work < PAR_MIN_WORK {
+        1
+    } else {
+        pool.current_num_threads() * TASKS_PER_THREAD
+    };
+    let per_tile = tiles.div_ceil(tasks.min(tiles).max(1)).max(1);
+    let tile_parts = tiles.div_ceil(per_tile);
+    let per_block = blocks
+        .div_ceil(tasks.div_ceil(tile_parts.max(1)).min(blocks).max(1))
+        .max(1);
+    let block_parts = blocks.div_ceil(per_block);
+    let part = |i: usize| {
+        let (b0, t0) = (i / tile_parts * per_block, i % tile_parts * per_tile);
+        task(
+            b0..(b0 + per_block).min(blocks),
+            t0..(t0 + per_tile).min(tiles),
+        );
+    };
+    let count = tile_parts * block_parts;
+    if count <= 1 {
+        (0..count).for_each(part);
+    } else {
+        pool.install(|| (0..count).into_par_iter().for_each(part));
+    }
 }
 
 /// One group's operands for [`run_group`].
@@ -549,37 +650,15 @@ struct Group<'a> {
 /// channel blocks over its tiles (a block's weights stay in cache across the tiles).
 fn run_group(pool: &ThreadPool, gr: &Group, out: &mut [f32]) {
     let plan = gr.plan;
-    let tiles = plan.tiles();
-    let blocks = gr.channels.div_ceil(OB);
     let work = gr.channels * plan.positions * plan.cg * plan.offsets.len();
-    let tasks = if work < PAR_MIN_WORK {
-        1
-    } else {
-        pool.current_num_threads() * TASKS_PER_THREAD
-    };
-    let per_tile = tiles.div_ceil(tasks.min(tiles).max(1)).max(1);
-    let tile_parts = tiles.div_ceil(per_tile);
-    let per_block = blocks
-        .div_ceil(tasks.div_ceil(tile_parts.max(1)).min(blocks).max(1))
-        .max(1);
-    let block_parts = blocks.div_ceil(per_block);
     let dst = OutPtr(out.as_mut_ptr(), out.len());
-    let task = |i: usize| {
-        let (bp, tp) = (i / tile_parts, i % tile_parts);
-        let (b0, t0) = (bp * per_block, tp * per_tile);
-        run_tiles(
-            gr,
-            b0..(b0 + per_block).min(blocks),
-            t0..(t0 + per_tile).min(tiles),
-            &dst,
-        );
-    };
-    let count = tile_parts * block_parts;
-    if count <= 1 {
-        (0..count).for_each(task);
-    } else {
-        pool.install(|| (0..count).into_par_iter().for_each(task));
-    }
+    in_parts(
+        pool,
+        work,
+        plan.tiles(),
+        gr.channels.div_ceil(OB),
+        |blocks, tiles| run_tiles(gr, blocks, tiles, &dst),
+    );
 }
 
 /// The output buffer shared by the tasks of [`run_group`], which write disjoint positions.
@@ -593,12 +672,7 @@ unsafe impl Sync for OutPtr {}
 const TILE_MAJOR_WEIGHTS: usize = 256 * 1024;
 
 /// Channel blocks `blocks` of tiles `tiles`, written into the output.
-fn run_tiles(
-    gr: &Group,
-    blocks: std::ops::Range<usize>,
-    tiles: std::ops::Range<usize>,
-    dst: &OutPtr,
-) {
+fn run_tiles(gr: &Group, blocks: Range<usize>, tiles: Range<usize>, dst: &OutPtr) {
     let mut acc = [0.0f32; OB * TILE];
     if std::mem::size_of_val(gr.weights) <= TILE_MAJOR_WEIGHTS {
         for tile in tiles {
