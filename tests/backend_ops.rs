@@ -813,8 +813,9 @@ fn fused_group_norm_equals_its_composition() {
 /// `FusedConvAdd` gives exactly `Conv2d`, `Reshape` to the residual's shape, `Add` on the
 /// cpu backend (the direct kernel's tiles, stored in place and through its tile buffer, and
 /// the im2col path for strided convolutions), with and without the `LeakyRelu` before the
-/// convolution, and the reference within the one-op tolerance; a residual of another size
-/// is an error.
+/// convolution, and the reference within the one-op tolerance; a second addend after the
+/// residual likewise (of the sum's shape, and broadcast); a residual of another size is an
+/// error.
 #[test]
 fn fused_conv_add_equals_its_composition() {
     use cyb_llm::backend::cpu::CpuBackend;
@@ -886,6 +887,7 @@ fn fused_conv_add_equals_its_composition() {
             let fused = Op::FusedConvAdd {
                 conv: Box::new(op.clone()),
                 leaky,
+                second: false,
             };
             inputs[0] = x;
             let mut all = vec![residual];
@@ -898,6 +900,33 @@ fn fused_conv_add_equals_its_composition() {
                 "{op:?} {xs:?} leaky {leaky:?}: fused vs LeakyRelu, Conv2d, Add"
             );
             check_op(&fused, &all, 1e-4, 2);
+            // A second addend after the residual: of the sum's shape (added in the stores),
+            // and one that broadcasts along the last axis (the fused sum, then `Add`).
+            let second = Op::FusedConvAdd {
+                conv: Box::new(op.clone()),
+                leaky,
+                second: true,
+            };
+            let mut last_one = want[0].shape().to_vec();
+            if let Some(d) = last_one.last_mut() {
+                *d = 1;
+            }
+            for shape in [want[0].shape().to_vec(), last_one] {
+                let s = rand_tensor(&mut r, &shape);
+                let want2 = cpu
+                    .execute(&Op::Add, &[want[0].clone(), s.clone()], &mut ctx)
+                    .unwrap();
+                let mut all2 = vec![all[0].clone(), s];
+                all2.extend_from_slice(&all[1..]);
+                let got2 = cpu.execute(&second, &all2, &mut ctx).unwrap();
+                assert_eq!(got2[0].shape(), want2[0].shape(), "{op:?} {shape:?}");
+                assert_eq!(
+                    got2[0].as_f32().unwrap(),
+                    want2[0].as_f32().unwrap(),
+                    "{op:?} {xs:?} leaky {leaky:?} second {shape:?}: fused vs its composition"
+                );
+                check_op(&second, &all2, 1e-4, 2);
+            }
             all[0] = rand_tensor(&mut r, &[3]);
             assert!(
                 cpu.execute(&fused, &all, &mut ctx).is_err(),

@@ -65,6 +65,9 @@ fn piper_fused_and_unfused_both_match_onnxruntime() {
     };
     assert_eq!(nodes("FusedConvAdd"), Some(47), "{stderr}");
     assert_eq!(nodes("LeakyRelu"), Some(7), "{stderr}");
+    // The sums of the residual blocks' outputs (two `Add`s per upsampling stage, three
+    // stages) join the last convolution of a block as its second addend: 184 - 6 `Add`s.
+    assert_eq!(nodes("Add"), Some(178), "{stderr}");
     for args in [
         &["--backend", "cpu"][..],
         &["--backend", "cpu", "--no-fuse"],

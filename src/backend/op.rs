@@ -416,11 +416,16 @@ pub enum Op {
     /// output (as many values as `r`, in the same order) gets the residual `r` added, its
     /// input first through `a`, the `LeakyRelu` of slope `leaky` where given, else the
     /// identity (`LeakyRelu`, `conv`, a `Reshape` where the graph has one, `Add` in turn).
+    /// With `second`, `[r, s, x, w, b?] -> [(reshape(conv(a(x), w, b)) + r) + s]`: a second
+    /// addend `s` added after `r` (a further `Add`, broadcasting as `Add` does, as HiFi-GAN
+    /// sums the outputs of its residual blocks).
     FusedConvAdd {
         /// The convolution: an [`Op::Conv2d`].
         conv: Box<Op>,
         /// The slope of a `LeakyRelu` applied to `x` before the convolution.
         leaky: Option<f32>,
+        /// Whether input 1 is a second addend (then `x`, `w`, `b` follow it).
+        second: bool,
     },
     /// `[q [.., L, d], kt [.., d, S], v [.., S, e]] -> [softmax(q kt) v [.., L, e]]`, the
     /// same leading dims on all three, the softmax over each row of `S` scores, no scale
@@ -1292,8 +1297,9 @@ impl Op {
                 let lout = span / stride + 1;
                 Ok(vec![f32_out(vec![w[0], lout])])
             }
-            Op::FusedConvAdd { conv, .. } => {
-                if !matches!(**conv, Op::Conv2d { .. }) || inputs.len() < 3 {
+            Op::FusedConvAdd { conv, second, .. } => {
+                let at = 1 + usize::from(*second);
+                if !matches!(**conv, Op::Conv2d { .. }) || inputs.len() < at + 2 {
                     return Err(ExecutionError::UnsupportedOp {
                         op: format!(
                             "FusedConvAdd (of {} with {} inputs)",
@@ -1304,10 +1310,14 @@ impl Op {
                         input_dtype: DType::F32,
                     });
                 }
-                let y = conv.infer(&inputs[1..])?;
+                let y = conv.infer(&inputs[at..])?;
                 let r = act(0)?;
                 if y[0].numel() != inputs[0].numel() {
                     return Err(mismatch(self, &y[0].shape, r));
+                }
+                if *second && act(1)? != r {
+                    // A second addend that broadcasts: the shape of the `Add` it stands for.
+                    return Op::Add.infer(&inputs[..2]);
                 }
                 Ok(vec![f32_out(r.to_vec())])
             }

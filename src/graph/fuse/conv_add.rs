@@ -4,7 +4,8 @@
 //! each step's output has no other consumer: the residual is added while the
 //! convolution's output tile is in cache instead of in a pass of its own. A `LeakyRelu`
 //! producing `x` for the convolution alone joins too (HiFi-GAN's residual blocks), applied
-//! as the input is copied into the padded planes.
+//! as the input is copied into the padded planes. A further `Add` of the fused sum and a
+//! value of its shape joins as a second addend ([`fuse_second_addends`]).
 
 use super::{fixed, producer, Pass, Supports};
 use crate::backend::Op;
@@ -60,6 +61,7 @@ pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
         let fused = Op::FusedConvAdd {
             conv: Box::new(op.clone()),
             leaky: activation.map(|a| a.slope),
+            second: false,
         };
         let mut inputs = vec![r];
         inputs.extend(&conv.inputs);
@@ -82,6 +84,54 @@ pub(super) fn fuse_conv_add(g: &Graph, supports: &Supports) -> (Graph, usize) {
             }
             pass.remove(a.node);
         }
+    }
+    pass.finish()
+}
+
+/// `FusedConvAdd(r, x, w, b) -> y` then `Add(y, s)` of the same shape becomes
+/// `FusedConvAdd { second: true }(r, s, x, w, b)` when the `Add` is `y`'s only consumer:
+/// `s` is added in the convolution's output stores after `r`, as the `Add` would (HiFi-GAN
+/// sums its residual blocks' outputs so). Returns the fused graph and how many rewrites
+/// were made.
+pub(super) fn fuse_second_addends(g: &Graph, supports: &Supports) -> (Graph, usize) {
+    let mut pass = Pass::new(g);
+    for (fi, node) in g.nodes.iter().enumerate() {
+        let Some(Op::FusedConvAdd {
+            conv,
+            leaky,
+            second: false,
+        }) = fixed(node)
+        else {
+            continue;
+        };
+        let y = node.outputs[0];
+        let Some(ai) = pass.only_user(y) else {
+            continue;
+        };
+        let add = &g.nodes[ai];
+        let [a, b] = add.inputs[..] else { continue };
+        let s = if a == y { b } else { a };
+        let shape = &g.values[y].shape;
+        if fixed(add) != Some(&Op::Add)
+            || s == y
+            || g.values[s].shape != *shape
+            || g.values[add.outputs[0]].shape != *shape
+            || pass.touched(fi)
+            || pass.touched(ai)
+        {
+            continue;
+        }
+        let fused = Op::FusedConvAdd {
+            conv: conv.clone(),
+            leaky: *leaky,
+            second: true,
+        };
+        let mut inputs = vec![node.inputs[0], s];
+        inputs.extend(&node.inputs[1..]);
+        if !supports(add, &fused, &inputs, g) {
+            continue;
+        }
+        pass.rewrite(ai, node.id, fused, [inputs, add.outputs.clone()], &[fi]);
     }
     pass.finish()
 }

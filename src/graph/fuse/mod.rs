@@ -19,7 +19,7 @@
 //!   (`fuse/group_norm.rs`);
 //! - `BatchMatmul`, `Softmax`, `BatchMatmul` becomes `FusedAttention` (`fuse/attention.rs`);
 //! - and `Conv2d` (through a reshape) then `Add` of a residual becomes `FusedConvAdd`
-//!   (`fuse/conv_add.rs`).
+//!   (`fuse/conv_add.rs`), a further `Add` of its sum joining it as a second addend.
 //!
 //! A rewrite happens only where the backend that would run the node
 //! `supports` the fused op; otherwise the nodes stay as they are.
@@ -70,8 +70,9 @@ pub fn fuse(graph: &Graph, supports: &Supports) -> (Graph, usize) {
     let (first, count) = fuse_first(graph, supports);
     let (normed, norms) = group_norm::fuse_group_norms(&first, supports);
     let (attended, attentions) = attention::fuse_attention(&normed, supports);
-    let (out, convs) = conv_add::fuse_conv_add(&attended, supports);
-    (out, count + norms + attentions + convs)
+    let (convolved, convs) = conv_add::fuse_conv_add(&attended, supports);
+    let (out, sums) = conv_add::fuse_second_addends(&convolved, supports);
+    (out, count + norms + attentions + convs + sums)
 }
 
 /// The rewrites of this file; the passes of the submodules run on their result.

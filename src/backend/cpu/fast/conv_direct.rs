@@ -180,12 +180,14 @@ pub(super) fn conv2d(
     b: Option<&[f32]>,
     y: &mut [f32],
 ) {
-    conv2d_add(pool, a, wide, [x, w], None, b, None, y);
+    conv2d_add(pool, a, wide, [x, w], None, b, [None, None], y);
 }
 
 /// [`conv2d`] of `[leaky(x), w]` (`leaky`: the slope of a `LeakyRelu` applied to each
-/// input value as it is copied into the padded planes), then `residual` (the output's layout)
-/// added to each output value while its tile is in cache: `LeakyRelu`, `Conv2d`, `Add`.
+/// input value as it is copied into the padded planes), then the addends `[residual,
+/// second]` (the output's layout), each where given and in that order, added to each output
+/// value while its tile is in cache: `LeakyRelu`, `Conv2d`, `Add`, `Add`. A second addend
+/// goes into the stores of row tiles; elsewhere it is summed with the residual first.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
@@ -194,7 +196,7 @@ pub(super) fn conv2d_add(
     [x, w]: [&[f32]; 2],
     leaky: Option<f32>,
     b: Option<&[f32]>,
-    residual: Option<&[f32]>,
+    [residual, second]: [Option<&[f32]>; 2],
     y: &mut [f32],
 ) {
     let (n, cin, h, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[2], a.x_shape[3]);
@@ -204,6 +206,10 @@ pub(super) fn conv2d_add(
         "conv_direct: not a direct convolution on this CPU"
     );
     let plan = Plan::new(a, wide).row_tiles();
+    if let (Some(r), Some(s), None) = (residual, second, plan.row_vectors) {
+        let sum: Vec<f32> = r.iter().zip(s).map(|(r, s)| r + s).collect();
+        return conv2d_add(pool, a, wide, [x, w], leaky, b, [Some(&sum), None], y);
+    }
     let og = cout / a.groups;
     let taps = plan.offsets.len();
     let spatial = plan.ho * plan.wo;
@@ -219,7 +225,7 @@ pub(super) fn conv2d_add(
     let in_place = a.pads == [0; 4] && reach <= plan.plane && leaky.is_none();
     let one_row = h == 1 && plan.ho == 1 && a.groups == 1;
     if one_row && !in_place && plan.row_vectors.is_some() && plan.wo >= CHUNKED_MIN_POSITIONS {
-        return conv1d_chunks(pool, &plan, a, [x, w], leaky, (b, residual), y);
+        return conv1d_chunks(pool, &plan, a, [x, w], leaky, (b, [residual, second]), y);
     }
     // Taken out, not borrowed: rayon may run another `Conv2d` on this thread while it
     // waits inside `run_group` (a concurrent session's), which then finds it empty.
@@ -249,6 +255,7 @@ pub(super) fn conv2d_add(
                 weights: &w[g * og * plan.cg * taps..][..og * plan.cg * taps],
                 bias: b.map(|b| &b[g * og..][..og]),
                 residual: residual.map(|r| &r[(bi * cout + g * og) * spatial..][..og * spatial]),
+                second: second.map(|r| &r[(bi * cout + g * og) * spatial..][..og * spatial]),
                 channels: og,
                 out,
             };
@@ -350,7 +357,7 @@ fn conv1d_chunks(
     a: &Conv2dArgs,
     [x, w]: [&[f32]; 2],
     leaky: Option<f32>,
-    (b, residual): (Option<&[f32]>, Option<&[f32]>),
+    (b, [residual, second]): (Option<&[f32]>, [Option<&[f32]>; 2]),
     y: &mut [f32],
 ) {
     let (n, cin, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[3]);
@@ -365,6 +372,7 @@ fn conv1d_chunks(
         let planes = &x[bi * cin * wd..][..cin * wd];
         let dst = OutPtr(y[bi * cout * wo..][..cout * wo].as_mut_ptr(), cout * wo);
         let residual = residual.map(|r| &r[bi * cout * wo..][..cout * wo]);
+        let second = second.map(|r| &r[bi * cout * wo..][..cout * wo]);
         let task = |ci: usize| {
             let start = ci * chunk;
             let len = chunk.min(wo - start);
@@ -395,6 +403,7 @@ fn conv1d_chunks(
                 weights,
                 bias: b,
                 residual,
+                second,
                 channels: cout,
                 out: OutMap {
                     channel: wo,
@@ -639,6 +648,8 @@ struct Group<'a> {
     bias: Option<&'a [f32]>,
     /// Added to the outputs, when given: values in the layout of the group's output slice.
     residual: Option<&'a [f32]>,
+    /// Added after `residual`, when given (row tiles only; same layout).
+    second: Option<&'a [f32]>,
     /// Output channels of the group.
     channels: usize,
     /// Where the outputs go in the group's output slice.
@@ -818,7 +829,10 @@ fn run_row_tile(gr: &Group, blk: usize, tile: usize, rv: usize, dst: &OutPtr) {
                 + VEC
                 + plan.offsets.last().copied().unwrap_or(0)
                 <= gr.padded.len()
-            && gr.residual.is_none_or(|r| r.len() == dst.1),
+            && gr.residual.is_none_or(|r| r.len() == dst.1)
+            && gr
+                .second
+                .is_none_or(|r| r.len() == dst.1 && gr.residual.is_some()),
         "conv_direct: row tile bounds"
     );
     let out = RowOut {
@@ -827,6 +841,7 @@ fn run_row_tile(gr: &Group, blk: usize, tile: usize, rv: usize, dst: &OutPtr) {
         stride: om.channel,
         channels,
         residual: gr.residual.map(|r| r[blk * OB * om.channel..].as_ptr()),
+        second: gr.second.map(|r| r[blk * OB * om.channel..].as_ptr()),
     };
     // SAFETY: the reads of `padded` end inside it and the masked writes inside the output
     // (asserted above); the outputs of this block and tile belong to this task only; AVX-512F
@@ -858,6 +873,8 @@ struct RowOut {
     stride: usize,
     channels: usize,
     residual: Option<*const f32>,
+    /// Added after `residual` where given, at the same index.
+    second: Option<*const f32>,
 }
 
 /// `out[o][v.output + j] (+)= bias[o] + sum_c sum_t w[o][c][t] x[c][v.input + j + offset t]`
@@ -907,7 +924,7 @@ unsafe fn rows_avx512<const NV: usize>(
         for (s, vector) in row.iter().zip(vectors) {
             let at = o * out.stride + vector.output;
             let mut s = *s;
-            if let Some(r) = out.residual {
+            for r in [out.residual, out.second].into_iter().flatten() {
                 s = _mm512_add_ps(s, _mm512_maskz_loadu_ps(vector.mask, r.add(at)));
             }
             _mm512_mask_storeu_ps(out.at.add(at), vector.mask, s);

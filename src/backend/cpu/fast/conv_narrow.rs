@@ -48,7 +48,8 @@ pub(super) fn packed_kernel(a: &Conv2dArgs, w: &Tensor) -> Option<Arc<PackedF32>
 
 /// `y[b][o][p] = bias[o] + sum_c sum_t w[o][c][t] act(x[b][c][p stride + t dilation - pad])`
 /// (`act`: the `LeakyRelu` of slope `leaky` where given, zero outside the row), plus
-/// `residual[b][o][p]` where given, for a convolution [`applies`] takes, with `w` its kernel
+/// `residual[b][o][p]`, then `second[b][o][p]`, each where given (a second only with a
+/// residual), for a convolution [`applies`] takes, with `w` its kernel
 /// `[Cout, Cin, 1, kw]` packed as `[Cout, Cin kw]`. Each output sums its products in
 /// `(c, t)` order with fused multiply-adds.
 #[allow(clippy::too_many_arguments)]
@@ -59,7 +60,7 @@ pub(super) fn conv1d(
     w: &PackedF32,
     leaky: Option<f32>,
     b: Option<&[f32]>,
-    residual: Option<&[f32]>,
+    [residual, second]: [Option<&[f32]>; 2],
     y: &mut [f32],
 ) {
     let (n, cin, wd) = (a.x_shape[0], a.x_shape[1], a.x_shape[3]);
@@ -72,6 +73,7 @@ pub(super) fn conv1d(
             && x.len() == n * cin * wd
             && y.len() == n * cout * wo
             && residual.is_none_or(|r| r.len() == y.len())
+            && second.is_none_or(|s| s.len() == y.len() && residual.is_some())
             && b.is_none_or(|b| b.len() == cout),
         "conv_narrow: shapes"
     );
@@ -113,6 +115,7 @@ pub(super) fn conv1d(
         }
         let out = OutRows(y[bi * cout * wo..][..cout * wo].as_mut_ptr());
         let res = residual.map(|r| &r[bi * cout * wo..][..cout * wo]);
+        let res2 = second.map(|r| &r[bi * cout * wo..][..cout * wo]);
         let task = |t: usize| {
             let (p, ci) = (t / chunks, t % chunks);
             let cols = (cout - p * NW).min(NW);
@@ -141,16 +144,12 @@ pub(super) fn conv1d(
                     // only its own.
                     let dst = unsafe { std::slice::from_raw_parts_mut(out.get().add(at), rows) };
                     let sums = sums[j..].iter().step_by(NW);
-                    match res {
-                        Some(res) => {
-                            for ((d, &s), &r) in dst.iter_mut().zip(sums).zip(&res[at..at + rows]) {
-                                *d = s + bias + r;
-                            }
-                        }
-                        None => {
-                            for (d, &s) in dst.iter_mut().zip(sums) {
-                                *d = s + bias;
-                            }
+                    for (d, &s) in dst.iter_mut().zip(sums) {
+                        *d = s + bias;
+                    }
+                    for addend in [res, res2].into_iter().flatten() {
+                        for (d, &r) in dst.iter_mut().zip(&addend[at..at + rows]) {
+                            *d += r;
                         }
                     }
                 }
@@ -221,7 +220,16 @@ mod tests {
                 let packed = packed_kernel(&args, &kernel).expect("an f32 kernel packs");
                 let what = format!("{case:?} threads {threads}");
                 check_fused(&args, &operands, &what, &mut |leaky, bias, res, y| {
-                    conv1d(&pool, &args, &operands[0], &packed, leaky, bias, res, y)
+                    conv1d(
+                        &pool,
+                        &args,
+                        &operands[0],
+                        &packed,
+                        leaky,
+                        bias,
+                        [res, None],
+                        y,
+                    )
                 });
             }
         }

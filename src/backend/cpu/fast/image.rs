@@ -23,10 +23,11 @@ fn gemm_rows(pool: &ThreadPool, x: &[f32], k: usize, w: &[f32], n: usize, y: &mu
 }
 
 /// `Conv2d` of `[leaky(x), w]` (bias `b`; `leaky`: the slope of a `LeakyRelu` applied to
-/// `x` first) with `residual` (the output's layout) added to each output value:
-/// `LeakyRelu`, `Conv2d`, then `Add`; the activation in the padded copy and the residual in
-/// the output stores of the Winograd or direct kernel where one applies, else each a pass
-/// of its own.
+/// `x` first) with `residual` (the output's layout), then `second` where given, added to
+/// each output value: `LeakyRelu`, `Conv2d`, then `Add` (and `Add`); the activation in the
+/// padded copy and the addends in the output stores of the Winograd or direct kernel where
+/// one applies (a second addend summed with the residual first where the kernel's stores
+/// take one only), else each a pass of its own.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn conv2d_add(
     pool: &ThreadPool,
@@ -35,16 +36,21 @@ pub(super) fn conv2d_add(
     leaky: Option<f32>,
     b: Option<&[f32]>,
     residual: &[f32],
+    second: Option<&[f32]>,
     y: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
     if super::conv_winograd::applies(a) {
+        let sum: Option<Vec<f32>> =
+            second.map(|s| residual.iter().zip(s).map(|(r, s)| r + s).collect());
+        let residual = sum.as_deref().unwrap_or(residual);
         return super::conv_winograd::conv2d_add(pool, a, [x, w], leaky, b, Some(residual), y);
     }
     #[cfg(target_arch = "x86_64")]
     if super::conv_direct::applies(a) {
         let wide = kernels::avx512_detected();
-        return super::conv_direct::conv2d_add(pool, a, wide, [x, w], leaky, b, Some(residual), y);
+        let addends = [Some(residual), second];
+        return super::conv_direct::conv2d_add(pool, a, wide, [x, w], leaky, b, addends, y);
     }
     let activated: Option<Vec<f32>> = leaky.map(|s| {
         x.iter()
@@ -53,8 +59,10 @@ pub(super) fn conv2d_add(
     });
     conv2d(pool, a, activated.as_deref().unwrap_or(x), w, b, y);
     // Convolutions the direct kernel does not take (strided, narrow groups, no AVX2).
-    for (v, &r) in y.iter_mut().zip(residual) {
-        *v += r;
+    for addend in std::iter::once(residual).chain(second) {
+        for (v, &r) in y.iter_mut().zip(addend) {
+            *v += r;
+        }
     }
 }
 

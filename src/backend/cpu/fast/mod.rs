@@ -115,7 +115,7 @@ pub fn execute(
         #[cfg(target_arch = "x86_64")]
         if let Some(p) = conv_narrow::packed_kernel(&args, &inputs[1]).filter(|_| !transposed) {
             return one(ctx.tensor_with(shape0, false, |y| {
-                conv_narrow::conv1d(pool, &args, &x, &p, None, b.as_deref(), None, y);
+                conv_narrow::conv1d(pool, &args, &x, &p, None, b.as_deref(), [None, None], y);
                 Ok(())
             })?);
         }
@@ -370,23 +370,44 @@ pub fn execute(
             let y = linear::matmul(pool, &inputs[0], &inputs[1], Some(&finish), shape0, ctx)?;
             one(y)
         }
-        Op::FusedConvAdd { conv, leaky } => {
-            let conv_outs = conv.infer(&infos[1..])?;
-            let Some(args) = reference::image::Conv2dArgs::of(conv, &infos[1..], &conv_outs) else {
+        Op::FusedConvAdd {
+            conv,
+            leaky,
+            second,
+        } => {
+            let at = 1 + usize::from(*second);
+            if *second && infos[1].shape != infos[0].shape {
+                // A broadcast second addend: the fused sum with `r`, then `Add`.
+                let first = Op::FusedConvAdd {
+                    conv: conv.clone(),
+                    leaky: *leaky,
+                    second: false,
+                };
+                let mut parts = vec![inputs[0].clone()];
+                parts.extend_from_slice(&inputs[at..]);
+                let y = execute(pool, &first, &parts, ctx)?.remove(0);
+                return execute(pool, &Op::Add, &[y, inputs[1].clone()], ctx);
+            }
+            let conv_outs = conv.infer(&infos[at..])?;
+            let Some(args) = reference::image::Conv2dArgs::of(conv, &infos[at..], &conv_outs)
+            else {
                 return reference::execute(op, inputs);
             };
-            let (r, x) = (read(0)?, read(1)?);
-            let b = inputs.get(3).map(|_| read(3)).transpose()?;
+            let (r, x) = (read(0)?, read(at)?);
+            let s = second.then(|| read(1)).transpose()?;
+            let b = inputs.get(at + 2).map(|_| read(at + 2)).transpose()?;
             #[cfg(target_arch = "x86_64")]
-            if let Some(p) = conv_narrow::packed_kernel(&args, &inputs[2]) {
+            if let Some(p) = conv_narrow::packed_kernel(&args, &inputs[at + 1]) {
                 return one(ctx.tensor_with(shape0, false, |y| {
-                    conv_narrow::conv1d(pool, &args, &x, &p, *leaky, b.as_deref(), Some(&r), y);
+                    let addends = [Some(&r[..]), s.as_deref()];
+                    conv_narrow::conv1d(pool, &args, &x, &p, *leaky, b.as_deref(), addends, y);
                     Ok(())
                 })?);
             }
-            let w = read(2)?;
+            let w = read(at + 1)?;
             one(ctx.tensor_with(shape0, false, |y| {
-                image::conv2d_add(pool, &args, [&x, &w], *leaky, b.as_deref(), &r, y);
+                let (b, s) = (b.as_deref(), s.as_deref());
+                image::conv2d_add(pool, &args, [&x, &w], *leaky, b, &r, s, y);
                 Ok(())
             })?)
         }

@@ -217,14 +217,23 @@ pub fn execute(op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, ExecutionError
                 })
                 .collect())
         }
-        Op::FusedConvAdd { conv, leaky } => {
-            let mut conv_inputs = inputs[1..].to_vec();
+        Op::FusedConvAdd {
+            conv,
+            leaky,
+            second,
+        } => {
+            let at = 1 + usize::from(*second);
+            let mut conv_inputs = inputs[at..].to_vec();
             if let Some(slope) = leaky {
-                conv_inputs[0] = execute(&Op::LeakyRelu(*slope), &inputs[1..2])?.remove(0);
+                conv_inputs[0] = execute(&Op::LeakyRelu(*slope), &inputs[at..at + 1])?.remove(0);
             }
             let y = execute(conv, &conv_inputs)?.remove(0);
             let y = Tensor::from_f32(inputs[0].shape(), y.read_f32("FusedConvAdd")?.to_vec())?;
-            execute(&Op::Add, &[y, inputs[0].clone()])
+            let mut sum = execute(&Op::Add, &[y, inputs[0].clone()])?;
+            if *second {
+                sum = execute(&Op::Add, &[sum.remove(0), inputs[1].clone()])?;
+            }
+            Ok(sum)
         }
         Op::FusedAttention => {
             let scores = execute(&Op::BatchMatmul, &inputs[..2])?;
