@@ -17,7 +17,7 @@ const IDLE_LIMIT: Duration = Duration::from_millis(2);
 
 /// Runs `f` on `pool` as [`ThreadPool::install`] does; until `f` returns, every other
 /// worker of the pool executes the pool's jobs as they appear, polling between them, and
-/// stops polling after [`IDLE_LIMIT`] without a job. The result and the work done are
+/// stops polling after 2 ms without a job. The result and the work done are
 /// those of `pool.install(f)`; only the idle workers' waiting differs.
 pub fn install_hot<R: Send>(pool: &ThreadPool, f: impl FnOnce() -> R + Send) -> R {
     if pool.current_num_threads() < 2 {

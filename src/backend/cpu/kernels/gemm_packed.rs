@@ -77,7 +77,7 @@ impl PackedF32 {
         self.k
     }
 
-    /// Panel `p`: for each `kk < k`, the [`NW`] weights `W[p NW + j][kk]` (zero past `n`).
+    /// Panel `p`: for each `kk < k`, the 64 (`NW`) weights `W[p NW + j][kk]` (zero past `n`).
     ///
     /// # Panics
     /// If `p` is not below `n.div_ceil(NW)`.
