@@ -22,4 +22,4 @@ for _ in range(repeat):
     t = time.perf_counter()
     session.run(None, feeds)
     best = min(best, time.perf_counter() - t)
-print(f"ort_ms {best * 1e3:.1f}")
+print(f"ort_ms {best * 1e3:.2f}")

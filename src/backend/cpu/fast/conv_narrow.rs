@@ -219,6 +219,37 @@ mod tests {
                 .unwrap();
                 let packed = packed_kernel(&args, &kernel).expect("an f32 kernel packs");
                 let what = format!("{case:?} threads {threads}");
+                // A second addend goes in after the residual: bitwise the sum of the two.
+                let n: usize = args.out_shape.iter().product();
+                let (r, s): (Vec<f32>, Vec<f32>) = (0..n)
+                    .map(|i| (i as f32 * 0.01, 1.0 - i as f32 * 0.02))
+                    .unzip();
+                let mut once = vec![f32::NAN; n];
+                let addends = [Some(&r[..]), None];
+                conv1d(
+                    &pool,
+                    &args,
+                    &operands[0],
+                    &packed,
+                    None,
+                    None,
+                    addends,
+                    &mut once,
+                );
+                once.iter_mut().zip(&s).for_each(|(v, s)| *v += s);
+                let mut both = vec![f32::NAN; n];
+                let addends = [Some(&r[..]), Some(&s[..])];
+                conv1d(
+                    &pool,
+                    &args,
+                    &operands[0],
+                    &packed,
+                    None,
+                    None,
+                    addends,
+                    &mut both,
+                );
+                assert_eq!(once, both, "{what}: second addend");
                 check_fused(&args, &operands, &what, &mut |leaky, bias, res, y| {
                     conv1d(
                         &pool,

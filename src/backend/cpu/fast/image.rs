@@ -672,12 +672,14 @@ pub(super) mod tests {
     }
 
     /// A fused convolution kernel under test: `(leaky, bias, residual, y)`.
+    #[cfg(target_arch = "x86_64")]
     pub(in super::super) type FusedRun<'a> =
         dyn FnMut(Option<f32>, Option<&[f32]>, Option<&[f32]>, &mut [f32]) + 'a;
 
     /// Checks `run` on the operands `[x, w, b]` of `args` against the reference loops of
     /// `LeakyRelu`, `Conv2d` and `Add`: with the bias and without, and with a residual and a
     /// `LeakyRelu` (slope 0.1) on the input.
+    #[cfg(target_arch = "x86_64")]
     pub(in super::super) fn check_fused(
         args: &Conv2dArgs,
         [x, w, b]: &[Vec<f32>; 3],
