@@ -9,7 +9,9 @@
 #
 # cyb-llm: `eval --repeat REPS --timings`, its fastest run; onnxruntime:
 # scripts/bench_onnx_ort.py, its fastest of REPS after a warm-up (CPU provider, default
-# graph optimizations, THREADS intra-op threads). ROUNDS alternates the two. Needs
+# graph optimizations, THREADS intra-op threads). ROUNDS alternates the two, a row per
+# round, then per input a row of each tool's fastest over all rounds (a burst of load on
+# this VM that hits one tool's round then shows as that round's outlier only). Needs
 # scripts/fetch-models.sh piper and a Python with onnxruntime ($PYTHON, default
 # .cache/onnx-venv/bin/python, made by `scripts/bench.sh onnx`). Prints a Markdown table.
 set -euo pipefail
@@ -46,6 +48,7 @@ cp "$FIX/s1_input.npy" "$FIX/s1_input_lengths.npy" "$WORK/"
 echo "$(machine_line)"
 echo "| round | input | threads | cyb-llm ms | onnxruntime ms | speed-up |"
 echo "|---|---|---|---|---|---|"
+declare -A best_cyb best_ort
 for round in $(seq "$ROUNDS"); do
   for input in s1 long; do
     feeds=("input=$WORK/${input}_input.npy" "input_lengths=$WORK/${input}_input_lengths.npy"
@@ -58,7 +61,13 @@ for round in $(seq "$ROUNDS"); do
     checked "onnxruntime" "$WORK/ort.log" "$PY" scripts/bench_onnx_ort.py "$VOICE" "$THREADS" "$REPS" \
       "${feeds[@]}"
     ort_ms=$(awk '/^ort_ms/ {print $2}' "$WORK/ort.log")
+    best_cyb[$input]=$(awk -v a="$cyb_ms" -v b="${best_cyb[$input]:-}" 'BEGIN { print (b == "" || a < b) ? a : b }')
+    best_ort[$input]=$(awk -v a="$ort_ms" -v b="${best_ort[$input]:-}" 'BEGIN { print (b == "" || a < b) ? a : b }')
     awk -v r="$round" -v i="$input" -v t="$THREADS" -v c="$cyb_ms" -v o="$ort_ms" 'BEGIN {
       printf "| %d | %s | %d | %.2f | %.2f | %.2fx |\n", r, i, t, c, o, o / c }'
   done
+done
+for input in s1 long; do
+  awk -v n="$ROUNDS" -v i="$input" -v t="$THREADS" -v c="${best_cyb[$input]}" -v o="${best_ort[$input]}" 'BEGIN {
+    printf "| fastest of %d | %s | %d | %.2f | %.2f | %.2fx |\n", n, i, t, c, o, o / c }'
 done
