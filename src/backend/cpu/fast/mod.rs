@@ -109,7 +109,7 @@ pub fn execute(
     let shape0 = outs[0].shape.as_slice();
     let one = |t: Tensor| Ok(vec![t]);
     if let Some(args) = reference::image::Conv2dArgs::of(op, &infos, &outs) {
-        let (x, w) = (read(0)?, read(1)?);
+        let x = read(0)?;
         let b = inputs.get(2).map(|_| read(2)).transpose()?;
         let transposed = matches!(op, Op::ConvTranspose2d { .. });
         #[cfg(target_arch = "x86_64")]
@@ -119,6 +119,7 @@ pub fn execute(
                 Ok(())
             })?);
         }
+        let w = read(1)?;
         let kernel = if transposed {
             image::conv_transpose2d
         } else {
