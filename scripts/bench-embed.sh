@@ -30,12 +30,7 @@ WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 # A private copy: other builds sharing target/ cannot swap the binary mid-run.
 # CYB_LLM_BIN=path benchmarks that binary instead of building target/release/cyb-llm.
-if [ -n "${CYB_LLM_BIN:-}" ]; then
-  cp "$CYB_LLM_BIN" "$WORK/cyb-llm"
-else
-  cargo build --release --quiet
-  cp target/release/cyb-llm "$WORK/cyb-llm"
-fi
+cyb_llm_into "$WORK"
 "$WORK/cyb-llm" import "$SRC" -o "$WORK/minilm.model" >/dev/null 2>&1
 
 "$PY" - "$N" "$WORK/texts.txt" <<'PYEOF'

@@ -7,6 +7,8 @@
 #   machine_line              one line: date, host architecture, CPU model, cores,
 #                             memory, load average
 #   ensure_cmake NAME         installs cmake and ninja-build with apt when cmake is missing
+#   cyb_llm_into DIR          puts the cyb-llm under test at DIR/cyb-llm: $CYB_LLM_BIN where
+#                             set, else a release build of this checkout
 
 checked() {
   local name=$1 out=$2 rc=0
@@ -39,4 +41,13 @@ ensure_cmake() {
   echo "$1: installing cmake and ninja-build with apt" >&2
   $as_root apt-get update -qq && $as_root apt-get install -y -qq --no-install-recommends cmake ninja-build >&2 || {
     echo "$1: needs cmake (apt-get install -y cmake ninja-build failed)" >&2; exit 1; }
+}
+
+cyb_llm_into() {
+  if [ -n "${CYB_LLM_BIN:-}" ]; then
+    cp "$CYB_LLM_BIN" "$1/cyb-llm"
+  else
+    cargo build --release --quiet
+    cp target/release/cyb-llm "$1/cyb-llm"
+  fi
 }

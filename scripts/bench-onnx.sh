@@ -25,12 +25,7 @@ ONNX="$MODELS/terrain/terrain_consistency_unet_difficulty100.onnx"
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-if [ -n "${CYB_LLM_BIN:-}" ]; then
-  cp "$CYB_LLM_BIN" "$WORK/cyb-llm"
-else
-  cargo build --release --quiet
-  cp target/release/cyb-llm "$WORK/cyb-llm"
-fi
+cyb_llm_into "$WORK"
 checked "cyb-llm import" "$WORK/import.log" "$WORK/cyb-llm" import "$ONNX" -o "$WORK/unet.model"
 
 echo "| model | batch | threads | cyb-llm eval | onnxruntime | ratio (ort / cyb) | max abs diff |"

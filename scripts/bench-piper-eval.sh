@@ -28,12 +28,7 @@ FIX=tests/fixtures/onnx/piper
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-if [ -n "${CYB_LLM_BIN:-}" ]; then
-  cp "$CYB_LLM_BIN" "$WORK/cyb-llm"
-else
-  cargo build --release --quiet
-  cp target/release/cyb-llm "$WORK/cyb-llm"
-fi
+cyb_llm_into "$WORK"
 checked "cyb-llm import" "$WORK/import.log" "$WORK/cyb-llm" import "$VOICE" -o "$WORK/joe.model"
 # The long input: BOS and its pad, the fixture's ids between those and EOS repeated, EOS.
 checked "long input" "$WORK/long.log" "$PY" -c '

@@ -30,12 +30,7 @@ TEXT=tests/fixtures/tts/sentences.txt
 
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
-if [ -n "${CYB_LLM_BIN:-}" ]; then
-  cp "$CYB_LLM_BIN" "$WORK/cyb-llm"
-else
-  cargo build --release --quiet
-  cp target/release/cyb-llm "$WORK/cyb-llm"
-fi
+cyb_llm_into "$WORK"
 checked "cyb-llm import" "$WORK/import.log" "$WORK/cyb-llm" import "$VOICE" -o "$WORK/joe.model"
 
 now_ms() { date +%s%3N; }
