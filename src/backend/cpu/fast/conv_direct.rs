@@ -558,14 +558,19 @@ fn run_phases(
             let channels = (cout - blk * OB).min(OB);
             let bias: [f32; OB] =
                 std::array::from_fn(|o| bias.map_or(0.0, |b| b[blk * OB + o.min(channels - 1)]));
+            // Each phase's kernel rows of this block, the same for every tile.
+            let rows: Vec<[*const f32; OB]> = plans
+                .iter()
+                .map(|(plan, _)| plan.weight_rows(weights, blk, channels))
+                .collect();
             for tile in tiles.clone() {
                 let p0 = tile * TILE;
-                for ((plan, from), acc) in plans.iter().zip(acc.chunks_exact_mut(OB * TILE)) {
+                let phases = plans.iter().zip(&rows);
+                for (((plan, from), rows), acc) in phases.zip(acc.chunks_exact_mut(OB * TILE)) {
                     let end = (p0 + TILE).min(plan.positions);
                     if end <= p0 {
                         continue;
                     }
-                    let rows = plan.weight_rows(weights, blk, channels);
                     // SAFETY: `acc` holds `OB` rows of `TILE >= vectors VEC` values.
                     unsafe {
                         block(
@@ -573,7 +578,7 @@ fn run_phases(
                             &padded[*from..],
                             p0,
                             (end - p0).div_ceil(VEC),
-                            &rows,
+                            rows,
                             &bias,
                             acc.as_mut_ptr(),
                             TILE,

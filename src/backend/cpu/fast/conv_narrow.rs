@@ -224,31 +224,14 @@ mod tests {
                 let (r, s): (Vec<f32>, Vec<f32>) = (0..n)
                     .map(|i| (i as f32 * 0.01, 1.0 - i as f32 * 0.02))
                     .unzip();
+                let run = |addends, y: &mut [f32]| {
+                    conv1d(&pool, &args, &operands[0], &packed, None, None, addends, y)
+                };
                 let mut once = vec![f32::NAN; n];
-                let addends = [Some(&r[..]), None];
-                conv1d(
-                    &pool,
-                    &args,
-                    &operands[0],
-                    &packed,
-                    None,
-                    None,
-                    addends,
-                    &mut once,
-                );
+                run([Some(&r[..]), None], &mut once);
                 once.iter_mut().zip(&s).for_each(|(v, s)| *v += s);
                 let mut both = vec![f32::NAN; n];
-                let addends = [Some(&r[..]), Some(&s[..])];
-                conv1d(
-                    &pool,
-                    &args,
-                    &operands[0],
-                    &packed,
-                    None,
-                    None,
-                    addends,
-                    &mut both,
-                );
+                run([Some(&r[..]), Some(&s[..])], &mut both);
                 assert_eq!(once, both, "{what}: second addend");
                 check_fused(&args, &operands, &what, &mut |leaky, bias, res, y| {
                     conv1d(
