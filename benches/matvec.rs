@@ -13,6 +13,10 @@
 //! criterion measurements (throughput = weight bytes). Each case cycles through copies of its
 //! weights totalling at least 256 MiB, so that the weights come from memory as in a real
 //! forward pass (a model's layers do not fit in the last-level cache), not from the cache.
+//! Weights and bandwidth arrays lie in memory advised for transparent huge pages, as `run` and
+//! `bench` hold a model (with 4 KiB pages both rates are about a third lower here). Where the
+//! CPU repacks an encoding for decoding (q4_k, q6_k on AVX-512 VNNI), a row `q4_k x8` times
+//! that path too.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use cyb_llm::backend::cpu::kernels::{active_path, matmul, matvec, set_panels};
@@ -90,15 +94,22 @@ fn sum_prefetched(c: &[u64]) -> u64 {
 /// the median over three rounds, plain and with software prefetch, whichever is faster.
 fn read_bandwidth(pool: &rayon::ThreadPool) -> f64 {
     let len = 2usize << 20;
-    let arrays: Vec<Vec<u64>> = (0..32u64)
-        .map(|a| (0..len as u64).map(|i| i ^ a).collect())
+    let arrays: Vec<memmap2::MmapMut> = (0..32u64)
+        .map(|a| {
+            let values: Vec<u8> = (0..len as u64)
+                .flat_map(|i| (i ^ a).to_le_bytes())
+                .collect();
+            huge_copy(&values)
+        })
         .collect();
     let part = len.div_ceil(4 * pool.current_num_threads());
     let plain = |c: &[u64]| c.iter().fold(0u64, |a, &v| a.wrapping_add(v));
     let rate = |sum: &(dyn Fn(&[u64]) -> u64 + Sync)| {
         let mut times: Vec<f64> = (0..3 * arrays.len())
             .map(|r| {
-                let data = &arrays[r % arrays.len()];
+                let bytes = &arrays[r % arrays.len()];
+                // SAFETY: the mapping is page-aligned and holds `len` u64 values.
+                let data = unsafe { std::slice::from_raw_parts(bytes.as_ptr() as *const u64, len) };
                 let t = Instant::now();
                 let s: u64 = pool.install(|| {
                     data.par_chunks(part)
@@ -127,28 +138,47 @@ fn shapes() -> Vec<(usize, usize)> {
     }
 }
 
-/// Copies of one weight matrix totalling at least 256 MiB (at least two; one when cached).
-fn copies(dtype: DType, n: usize, k: usize) -> Vec<Vec<u8>> {
-    let w = weights(dtype, n, k);
-    if std::env::var("CYB_BENCH_CACHED").is_ok_and(|v| v == "1") {
-        return vec![w];
-    }
-    let count = (256usize << 20).div_ceil(w.len()).max(2);
-    vec![w; count]
+/// `bytes` copied into anonymous memory advised for transparent huge pages (on Linux), where
+/// `run` and `bench` hold a model's weights.
+fn huge_copy(bytes: &[u8]) -> memmap2::MmapMut {
+    let mut map = memmap2::MmapOptions::new()
+        .len(bytes.len())
+        .map_anon()
+        .expect("matvec bench: anonymous memory");
+    #[cfg(target_os = "linux")]
+    let _ = map.advise(memmap2::Advice::HugePage);
+    map.copy_from_slice(bytes);
+    map
 }
 
-/// Median seconds of one matvec (cycling through the copies) over about 0.3 s of runs.
-fn time_matvec(pool: &rayon::ThreadPool, dtype: DType, ws: &[Vec<u8>], n: usize, k: usize) -> f64 {
-    let x: Vec<f32> = (0..k)
+/// Copies of one weight matrix totalling at least 256 MiB (at least two; one when cached), in
+/// huge pages as [`huge_copy`] makes them.
+fn copies(dtype: DType, n: usize, k: usize) -> Vec<memmap2::MmapMut> {
+    let w = weights(dtype, n, k);
+    let count = if std::env::var("CYB_BENCH_CACHED").is_ok_and(|v| v == "1") {
+        1
+    } else {
+        (256usize << 20).div_ceil(w.len()).max(2)
+    };
+    (0..count).map(|_| huge_copy(&w)).collect()
+}
+
+/// The activation row of the cases.
+fn activations(k: usize) -> Vec<f32> {
+    (0..k)
         .map(|i| ((i * 7919) % 1000) as f32 / 1000.0 - 0.5)
-        .collect();
-    let mut y = vec![0.0f32; n];
+        .collect()
+}
+
+/// Median seconds of `product(i)` (`i` cycling through `copies` copies of the weights) over
+/// about 0.3 s of runs, on the pool.
+fn median_secs(pool: &rayon::ThreadPool, copies: usize, product: impl Fn(usize) + Sync) -> f64 {
     let mut next = 0;
     let mut run = || {
-        let w = &ws[next % ws.len()];
+        let i = next % copies;
         next += 1;
         let t = Instant::now();
-        pool.install(|| matvec(dtype, w, n, k, &x, &mut y));
+        pool.install(|| product(i));
         t.elapsed().as_secs_f64()
     };
     run();
@@ -157,6 +187,53 @@ fn time_matvec(pool: &rayon::ThreadPool, dtype: DType, ws: &[Vec<u8>], n: usize,
     let mut times: Vec<f64> = (0..reps).map(|_| run()).collect();
     times.sort_by(f64::total_cmp);
     times[reps / 2]
+}
+
+/// Median seconds of one matvec (cycling through the copies).
+fn time_matvec(
+    pool: &rayon::ThreadPool,
+    dtype: DType,
+    ws: &[memmap2::MmapMut],
+    n: usize,
+    k: usize,
+) -> f64 {
+    let x = activations(k);
+    let y = std::sync::Mutex::new(vec![0.0f32; n]);
+    median_secs(pool, ws.len(), |i| {
+        matvec(dtype, &ws[i], n, k, &x, &mut y.lock().unwrap())
+    })
+}
+
+/// Median seconds of one product over the copies repacked eight rows at a time (the decode
+/// path of q4_k / q6_k on CPUs with AVX-512 VNNI), where the weight is repacked there.
+fn time_interleaved(
+    pool: &rayon::ThreadPool,
+    dtype: DType,
+    ws: &[memmap2::MmapMut],
+    n: usize,
+    k: usize,
+) -> Option<f64> {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use cyb_llm::backend::cpu::kernels::Interleaved;
+        if !Interleaved::supports(active_path(), dtype, n, k) {
+            return None;
+        }
+        let packed: Vec<Interleaved> = ws
+            .iter()
+            .map(|w| pool.install(|| Interleaved::new(dtype, w, n, k)))
+            .collect::<Option<_>>()?;
+        let x = activations(k);
+        let y = std::sync::Mutex::new(vec![0.0f32; n]);
+        Some(median_secs(pool, packed.len(), |i| {
+            packed[i].matvec(&x, &mut y.lock().unwrap())
+        }))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (pool, dtype, ws, n, k);
+        None
+    }
 }
 
 /// Prefill: `matmul` of `m` activation rows per encoding and shape, with the panel kernels
@@ -231,7 +308,17 @@ fn bench(c: &mut Criterion) {
         for &(n, k) in &shapes {
             let ws = copies(dtype, n, k);
             let t = time_matvec(&pool, dtype, &ws, n, k);
-            rows.push((dtype, n, k, t, ws[0].len() as f64 / t / 1e9));
+            rows.push((
+                dtype.name().to_string(),
+                n,
+                k,
+                t,
+                ws[0].len() as f64 / t / 1e9,
+            ));
+            if let Some(t) = time_interleaved(&pool, dtype, &ws, n, k) {
+                let name = format!("{} x8", dtype.name());
+                rows.push((name, n, k, t, ws[0].len() as f64 / t / 1e9));
+            }
         }
     }
     let bw = bw_before.max(read_bandwidth(&pool));
@@ -243,10 +330,10 @@ fn bench(c: &mut Criterion) {
         "{:<8} {:>12} {:>10} {:>9} {:>8}",
         "dtype", "n x k", "time", "GB/s", "% of bw"
     );
-    for (dtype, n, k, t, gbs) in rows {
+    for (name, n, k, t, gbs) in rows {
         println!(
             "{:<8} {:>12} {:>8.1}us {gbs:>9.1} {:>7.0}%",
-            dtype.name(),
+            name,
             format!("{n}x{k}"),
             t * 1e6,
             100.0 * gbs / bw

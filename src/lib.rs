@@ -35,6 +35,7 @@ pub mod encode;
 pub mod error;
 pub mod generate;
 pub mod graph;
+mod host_memory;
 pub mod import;
 pub mod ir;
 pub mod loader;

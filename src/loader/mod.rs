@@ -189,7 +189,7 @@ fn huge_page_copy(bytes: &[u8]) -> Option<Mmap> {
         if bytes.is_empty() || setting.map_or(true, |s| s.contains("[never]")) {
             return None;
         }
-        if bytes.len() as u64 > available_memory()? / 2 {
+        if bytes.len() as u64 > crate::host_memory::available_bytes()? / 2 {
             return None;
         }
         let mut anon = memmap2::MmapOptions::new()
@@ -205,15 +205,6 @@ fn huge_page_copy(bytes: &[u8]) -> Option<Mmap> {
         let _ = bytes;
         None
     }
-}
-
-/// `MemAvailable` of `/proc/meminfo` in bytes.
-#[cfg(target_os = "linux")]
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kib * 1024)
 }
 
 /// Turns a `toml` error inside section `section` into a [`LoadError::Toml`] with the file line.

@@ -166,6 +166,19 @@ pub(super) fn matmul_values(
             });
         }
     }
+    // q4_k / q6_k weights against one activation row: the copy repacked for it.
+    #[cfg(target_arch = "x86_64")]
+    if m == 1 {
+        if let Some(r) = super::repacked::interleaved(w) {
+            return ctx.tensor_with(out_shape, false, |y| {
+                pool.install(|| r.matvec(x, y));
+                if let Some(f) = finish {
+                    f(0, y);
+                }
+                Ok(())
+            });
+        }
+    }
     // Encoded weights with a kernel: dot products straight from the stored
     // blocks (the tensor's byte size was checked against its shape).
     if let Some(bytes) = w

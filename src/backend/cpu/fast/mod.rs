@@ -21,6 +21,10 @@ mod linear;
 #[cfg(target_arch = "x86_64")]
 mod packed;
 mod par;
+#[cfg(target_arch = "x86_64")]
+mod repacked;
+#[cfg(target_arch = "x86_64")]
+mod weight_cache;
 
 use super::reference;
 use crate::backend::op::{broadcast_shape, Mask};

@@ -22,12 +22,16 @@ mod gemm_avx512;
 #[cfg(target_arch = "x86_64")]
 mod gemm_packed;
 #[cfg(target_arch = "x86_64")]
+mod interleaved;
+#[cfg(target_arch = "x86_64")]
 pub use gemm_packed::PackedF32;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use gemm_packed::{
     avx512::tile as packed_tile, avx512::Steps as TileSteps, MR as PACKED_TILE_ROWS,
     NW as PACKED_PANEL,
 };
+#[cfg(target_arch = "x86_64")]
+pub use interleaved::Interleaved;
 pub mod machine;
 #[cfg(target_arch = "aarch64")]
 mod neon;
