@@ -1344,8 +1344,10 @@ fn k_panel_shape(dtype: DType) -> (usize, usize, usize) {
 /// sc_j`), then in f32, in block order, as the portable kernels (bit for bit):
 /// `acc += (d * d_a) * isum - (dmin * d_a) * msum` (q4_k / q5_k) or
 /// `acc += (d * d_a) * (isum - msum)` (q6_k). `acts` holds `m` rows of `k / 256` blocks.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn k_panel_matmul(
     dtype: DType,
+    vnni: bool,
     w: &[u8],
     n: usize,
     k: usize,
@@ -1372,10 +1374,21 @@ pub(super) fn k_panel_matmul(
         unsafe {
             decode_k_panel(dtype, rows_w, nb, panel);
             let y = out.get();
-            match dtype {
-                DType::Q4K => k_panel_rows::<8, 4, false>(panel, nb, acts, m, y, n, n0, rows),
-                DType::Q5K => k_panel_rows::<16, 4, false>(panel, nb, acts, m, y, n, n0, rows),
-                _ => k_panel_rows::<32, 8, true>(panel, nb, acts, m, y, n, n0, rows),
+            match (dtype, vnni) {
+                (DType::Q4K, false) => {
+                    k_panel_rows::<8, 4, false>(panel, nb, acts, m, y, n, n0, rows)
+                }
+                (DType::Q5K, false) => {
+                    k_panel_rows::<16, 4, false>(panel, nb, acts, m, y, n, n0, rows)
+                }
+                (_, false) => k_panel_rows::<32, 8, true>(panel, nb, acts, m, y, n, n0, rows),
+                (DType::Q4K, true) => {
+                    k_panel_rows_vnni::<8, 4, false>(panel, nb, acts, m, y, n, n0, rows)
+                }
+                (DType::Q5K, true) => {
+                    k_panel_rows_vnni::<16, 4, false>(panel, nb, acts, m, y, n, n0, rows)
+                }
+                (_, true) => k_panel_rows_vnni::<32, 8, true>(panel, nb, acts, m, y, n, n0, rows),
             }
         }
     });
@@ -1439,13 +1452,55 @@ unsafe fn decode_k_panel(dtype: DType, w: &[u8], nb: usize, panel: &mut KPanel) 
     }
 }
 
-/// The eight outputs of a decoded k-quant panel for each of the `m` activation rows, written
-/// to `y[r * n + n0 ..][..rows]` (arithmetic: [`k_panel_matmul`]). `G` scale groups of
-/// `64 / G` code vectors each are summed in i16 (see [`k_panel_shape`]), then scaled to i32 by
-/// one `madd`; `P` min pairs; `INT_OFFSET`: the mins share the scale `d` (q6_k).
+/// Defines `$name`, [`k_panel_all_rows`] compiled for `$features` with `VNNI = $vnni`.
+macro_rules! k_panel_entry {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vnni:literal) => {
+        $(#[$doc])*
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const G: usize, const P: usize, const INT_OFFSET: bool>(
+            panel: &KPanel,
+            nb: usize,
+            acts: &[Q8KBlock],
+            m: usize,
+            y: *mut f32,
+            n: usize,
+            n0: usize,
+            rows: usize,
+        ) {
+            k_panel_all_rows::<G, P, INT_OFFSET, $vnni>(panel, nb, acts, m, y, n, n0, rows);
+        }
+    };
+}
+
+k_panel_entry!(
+    /// The eight outputs of a decoded k-quant panel for each of the `m` activation rows,
+    /// written to `y[r * n + n0 ..][..rows]` (arithmetic: [`k_panel_matmul`]). `G` scale groups
+    /// of `64 / G` code vectors each are summed in i16 (see [`k_panel_shape`]), then scaled to
+    /// i32 by one `madd`; `P` min pairs; `INT_OFFSET`: the mins share the scale `d` (q6_k).
+    k_panel_rows,
+    "avx2,fma,f16c",
+    false
+);
+
+k_panel_entry!(
+    /// [`k_panel_rows`] through AVX-512 VNNI's `vpdpbusd`: the products of each of the block's
+    /// true scale groups (8 for q4_k / q5_k, 16 for q6_k) summed straight into i32, then
+    /// scaled by one `vpmulld`. The same i32 sums, so the same outputs bit for bit.
+    k_panel_rows_vnni,
+    "avx2,fma,f16c,avx512vnni,avx512vl",
+    true
+);
+
+/// [`k_panel_rows`] (or, `VNNI`, [`k_panel_rows_vnni`]) for all `m` rows, four at a time.
 #[allow(clippy::too_many_arguments)]
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn k_panel_rows<const G: usize, const P: usize, const INT_OFFSET: bool>(
+#[inline(always)]
+unsafe fn k_panel_all_rows<
+    const G: usize,
+    const P: usize,
+    const INT_OFFSET: bool,
+    const VNNI: bool,
+>(
     panel: &KPanel,
     nb: usize,
     acts: &[Q8KBlock],
@@ -1457,11 +1512,13 @@ unsafe fn k_panel_rows<const G: usize, const P: usize, const INT_OFFSET: bool>(
 ) {
     let mut r = 0;
     while r + K_PANEL_ACT_ROWS <= m {
-        k_panel_tile::<G, P, INT_OFFSET, K_PANEL_ACT_ROWS>(panel, nb, acts, r, y, n, n0, rows);
+        k_panel_tile::<G, P, INT_OFFSET, K_PANEL_ACT_ROWS, VNNI>(
+            panel, nb, acts, r, y, n, n0, rows,
+        );
         r += K_PANEL_ACT_ROWS;
     }
     while r < m {
-        k_panel_tile::<G, P, INT_OFFSET, 1>(panel, nb, acts, r, y, n, n0, rows);
+        k_panel_tile::<G, P, INT_OFFSET, 1, VNNI>(panel, nb, acts, r, y, n, n0, rows);
         r += 1;
     }
 }
@@ -1474,7 +1531,13 @@ const K_PANEL_ACT_ROWS: usize = 4;
 /// step for step, whatever `R`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-unsafe fn k_panel_tile<const G: usize, const P: usize, const INT_OFFSET: bool, const R: usize>(
+unsafe fn k_panel_tile<
+    const G: usize,
+    const P: usize,
+    const INT_OFFSET: bool,
+    const R: usize,
+    const VNNI: bool,
+>(
     panel: &KPanel,
     nb: usize,
     acts: &[Q8KBlock],
@@ -1492,24 +1555,47 @@ unsafe fn k_panel_tile<const G: usize, const P: usize, const INT_OFFSET: bool, c
         let c = codes.add(b * 64);
         let scales = panel.scales.as_ptr().add(b * G * PANEL);
         let mut isum = [_mm256_setzero_si256(); R];
-        for g in 0..G {
-            let mut s16 = [_mm256_setzero_si256(); R];
-            for s in 0..steps {
-                let code = *c.add(g * steps + s);
+        if VNNI {
+            // G / true groups consecutive groups share one scale (G was raised above the
+            // true count only to keep the i16 sums from saturating).
+            let merged = G / if INT_OFFSET { 16 } else { 8 };
+            for t in 0..G / merged {
+                let mut s32 = [_mm256_setzero_si256(); R];
+                for v in t * merged * steps..(t + 1) * merged * steps {
+                    let code = *c.add(v);
+                    for i in 0..R {
+                        let qp = q[i].qs.as_ptr() as *const i32;
+                        let a = _mm256_set1_epi32(qp.add(v).read_unaligned());
+                        s32[i] = _mm256_dpbusd_epi32(s32[i], code, a);
+                    }
+                }
+                // The scale is the low i16 of each lane's pair.
+                let pair = load(scales.add(t * merged * PANEL) as *const u8);
+                let sc = _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16);
                 for i in 0..R {
-                    let qp = q[i].qs.as_ptr() as *const i32;
-                    let a = _mm256_set1_epi32(qp.add(g * steps + s).read_unaligned());
-                    let prod = _mm256_maddubs_epi16(code, a);
-                    s16[i] = if s == 0 {
-                        prod
-                    } else {
-                        _mm256_add_epi16(s16[i], prod)
-                    };
+                    isum[i] = _mm256_add_epi32(isum[i], _mm256_mullo_epi32(s32[i], sc));
                 }
             }
-            let sc = load(scales.add(g * PANEL) as *const u8);
-            for i in 0..R {
-                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
+        } else {
+            for g in 0..G {
+                let mut s16 = [_mm256_setzero_si256(); R];
+                for s in 0..steps {
+                    let code = *c.add(g * steps + s);
+                    for i in 0..R {
+                        let qp = q[i].qs.as_ptr() as *const i32;
+                        let a = _mm256_set1_epi32(qp.add(g * steps + s).read_unaligned());
+                        let prod = _mm256_maddubs_epi16(code, a);
+                        s16[i] = if s == 0 {
+                            prod
+                        } else {
+                            _mm256_add_epi16(s16[i], prod)
+                        };
+                    }
+                }
+                let sc = load(scales.add(g * PANEL) as *const u8);
+                for i in 0..R {
+                    isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s16[i], sc));
+                }
             }
         }
         let mins = panel.mins.as_ptr().add(b * P * PANEL);

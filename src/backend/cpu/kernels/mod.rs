@@ -345,7 +345,8 @@ pub fn matmul_with(
             match () {
                 #[cfg(target_arch = "x86_64")]
                 _ if use_panel(full_path, dtype, m) => {
-                    avx2::k_panel_matmul(dtype, w, n, k, &acts, m, y)
+                    let vnni = full_path == KernelPath::Avx512Vnni;
+                    avx2::k_panel_matmul(dtype, vnni, w, n, k, &acts, m, y)
                 }
                 _ => run(k_kernel(path, dtype), w, row_bytes, n, &acts, k / 256, m, y),
             }

@@ -284,9 +284,9 @@ fn force_portable_switches_the_active_path() {
 
 /// The four-row and panel kernels on awkward shapes: weight rows not a multiple of 4 or 8,
 /// one activation row, 4..7 rows (four-row kernels), 8 and more (panels), against the
-/// reference and against the portable path. The k-quant panels keep the portable kernels'
-/// arithmetic (exact i32 sums, then the same f32 operations in the same order), so they must
-/// match them bit for bit; the 32-value encodings' VNNI and `maddubs` forms (panels, and the
+/// reference and against the portable path. The k-quant panels (`maddubs` and VNNI forms) keep
+/// the portable kernels' arithmetic (exact i32 sums, then the same f32 operations in the same
+/// order), so they must match them bit for bit; the 32-value encodings' VNNI and `maddubs` forms (panels, and the
 /// four-row matrix-vector kernels against the AVX2 row kernels) must match each other bit for
 /// bit (same i32 sums, same f32 operations).
 #[test]
