@@ -27,9 +27,15 @@ pub(super) fn interleaved(w: &Tensor) -> Option<Arc<Interleaved>> {
     let size = b.as_slice().len();
     if !Interleaved::supports(kernels::active_path(), dtype, n, k)
         || size != n * k / 256 * dtype.block_bytes()
-        || crate::host_memory::available_bytes().is_some_and(|free| size as u64 > free / 4)
     {
         return None;
     }
-    CACHE.get_or_make(b, n, k, size, |bytes| Interleaved::new(dtype, bytes, n, k))
+    // Asked once per weight (the cache remembers a refusal).
+    CACHE.get_or_make(b, n, k, size, |bytes| {
+        let free = crate::host_memory::available_bytes();
+        if free.is_some_and(|free| size as u64 > free / 4) {
+            return None;
+        }
+        Interleaved::new(dtype, bytes, n, k)
+    })
 }

@@ -11,8 +11,9 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// The owner's address, the byte range, the shape `(n, k)`.
 type Key = (usize, Range<usize>, usize, usize);
 
-/// A copy, its size in bytes, and the handle that tells whether its weight's owner is alive.
-type Entry<T> = (Weak<dyn AsRef<[u8]> + Send + Sync>, Arc<T>, usize);
+/// A copy (`None`: its making gave none, which is not tried again), its size in bytes, and the
+/// handle that tells whether its weight's owner is alive.
+type Entry<T> = (Weak<dyn AsRef<[u8]> + Send + Sync>, Option<Arc<T>>, usize);
 
 /// Derived copies of weights, at most `budget` bytes of them.
 pub(super) struct WeightCache<T> {
@@ -30,7 +31,8 @@ impl<T> WeightCache<T> {
     }
 
     /// The copy of the weight bytes `b` read as `[n, k]`: the one held, or `make(b)` (of
-    /// `size` bytes), kept; `None` where keeping it would pass the budget or `make` gives none.
+    /// `size` bytes), kept; `None` where keeping it would pass the budget or `make` gives none
+    /// (remembered: `make` runs at most once per weight, so it may ask what the system allows).
     pub(super) fn get_or_make(
         &self,
         b: &SharedBytes,
@@ -50,7 +52,7 @@ impl<T> WeightCache<T> {
         {
             let mut entries = lock();
             if let Some((_, copy, _)) = entries.get(&key) {
-                return Some(copy.clone());
+                return copy.clone();
             }
             // Entries of dropped models go (their weak handles keep the addresses from reuse
             // until then).
@@ -63,7 +65,8 @@ impl<T> WeightCache<T> {
         // Made outside the lock: making may run on the pool, whose workers may meanwhile take
         // up another caller's product that asks here too. Of two copies of one weight made at
         // once, the first stored is kept.
-        let copy = Arc::new(make(b.as_slice())?);
-        Some(lock().entry(key).or_insert((alive, copy, size)).1.clone())
+        let copy = make(b.as_slice()).map(Arc::new);
+        let size = if copy.is_some() { size } else { 0 };
+        lock().entry(key).or_insert((alive, copy, size)).1.clone()
     }
 }
