@@ -15,6 +15,10 @@
 # bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
 #   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
+# coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
+#   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
+#   the 8B shape's prefill profile, pp512 with them off, the full bench, the
+#   greedy text with them on and off, then llama.cpp-Vulkan.
 # smol: SmolLM2 joined, imported; greedy 16 tokens cpu vs wgpu (twice, for
 #   the attention race); `cyb-llm bench` pp512/tg128 on wgpu and cpu.
 # smol1: (carry .wgbin .xfer1) the binary and the first half of SmolLM2 to
@@ -82,6 +86,56 @@ variant() { # label dir: tg128 of the 8B model with the shaders in dir
   CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
 }
 case $phase in
+coop)
+  # issue 23: prefill on the matrix units. carry .gl .wgbin (.wgbin/wgpu_kernels:
+  # the stripped kernel-test binary, `cargo test --release --test wgpu_kernels --no-run`).
+  install_bin
+  $B backends
+  if [ -x .wgbin/wgpu_kernels ]; then
+    say "kernel tests against the reference (f16-operand reference where the matrix units run)"
+    .wgbin/wgpu_kernels --test-threads 1 2>&1 | tail -25
+    say "kernel tests, matrix units off (CYB_WGPU_COOP=0)"
+    CYB_WGPU_COOP=0 .wgbin/wgpu_kernels --test-threads 1 2>&1 | tail -4
+  fi
+  models_8b
+  say "8b prefill profile (CYB_WGPU_PROFILE=1 bench -p 512 -n 0 -r 1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 1
+  say "8b pp512, matrix units off (CYB_WGPU_COOP=0)"
+  CYB_WGPU_COOP=0 $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 2
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  say "8b greedy, matrix units on and off"
+  greedy $M/l8b.model wgpu
+  CYB_WGPU_COOP=0 greedy $M/l8b.model wgpu
+  llvk $M/l8b.gguf 8b
+  ;;
+tune)
+  # issue 23: matrix-unit kernel variants (shaders/variants/*/mm_coop.wgsl:
+  # kernel tests, then pp512), dispatches per submit for decode
+  # (CYB_WGPU_BATCH), `run` against `bench` with a 512-token prompt, then
+  # llama.cpp-Vulkan. carry .gl .wgbin [.devbin/llvk]
+  install_bin
+  models_8b
+  for v in shaders/variants/*/; do
+    [ -f "$v/mm_coop.wgsl" ] || continue
+    say "variant $(basename $v): kernel tests"
+    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused 2>&1 | grep -E "test result|FAILED|panicked"
+    say "variant $(basename $v): 8b pp512"
+    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 2
+  done
+  say "8b pp512, shipped kernel"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 2
+  for n in 4096 32 64 128; do
+    say "8b tg128, CYB_WGPU_BATCH=$n"
+    CYB_WGPU_BATCH=$n $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 2
+  done
+  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
+  for n in 4096 64; do
+    say "8b run, 512-token prompt, CYB_WGPU_BATCH=$n"
+    CYB_WGPU_BATCH=$n $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+  llvk $M/l8b.gguf 8b
+  ;;
 smol1)
   install_bin
   cp .xfer1/* $M/

@@ -41,7 +41,11 @@ fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -
     );
     let mut ctx = ExecContext::new(1);
     let got = g.execute(op, inputs, &mut ctx).expect("wgpu executes");
-    let want = reference::execute(op, inputs).expect("reference executes");
+    let want = if g.matrix_units() {
+        f16_operand_reference(op, inputs)
+    } else {
+        reference::execute(op, inputs).expect("reference executes")
+    };
     assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
     for (a, b) in got.iter().zip(&want) {
         assert_eq!(a.shape(), b.shape(), "{op:?}: shapes differ");
@@ -56,6 +60,39 @@ fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -
         assert!(e <= tol, "{op:?} on {infos:?}: relative error {e} > {tol}");
     }
     got
+}
+
+/// Values rounded to f16 and back, as an f32 tensor of the same shape.
+fn f16_rounded(t: &Tensor) -> Tensor {
+    let v = t.read_f32("test").expect("host values");
+    let r = v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
+    Tensor::from_f32(t.shape(), r).unwrap()
+}
+
+/// The reference for a device whose products of several input rows run on
+/// the matrix units: those products take their input rows and (decoded)
+/// weights rounded to f16, as the kernel does, and sum exactly; everything
+/// else (one input row, other ops) is the plain reference.
+fn f16_operand_reference(op: &Op, inputs: &[Tensor]) -> Vec<Tensor> {
+    let rows = |t: &Tensor| t.numel() / t.shape().last().copied().unwrap_or(1).max(1);
+    let run = |op: &Op, ins: &[Tensor]| reference::execute(op, ins).expect("reference executes");
+    match op {
+        Op::Matmul | Op::FusedQkv | Op::FusedSwiGlu if rows(&inputs[0]) > 1 => {
+            run(op, &inputs.iter().map(f16_rounded).collect::<Vec<_>>())
+        }
+        Op::FusedNormMatmul { eps, add_one } if rows(&inputs[0]) > 1 => {
+            let norm = Op::RmsNorm {
+                eps: *eps,
+                add_one: *add_one,
+            };
+            let normed = run(&norm, &inputs[..2]).remove(0);
+            run(
+                &Op::Matmul,
+                &[f16_rounded(&normed), f16_rounded(&inputs[2])],
+            )
+        }
+        _ => run(op, inputs),
+    }
 }
 
 /// The matmul encodings the wgpu kernels take: all but q2_k and q3_k.

@@ -163,6 +163,9 @@ pub struct Gpu {
     bind_groups: Mutex<BindGroups>,
     profiler: Option<Profiler>,
     host_times: Option<Mutex<HostTimes>>,
+    /// Dispatches recorded before the batch is submitted without waiting, so
+    /// that the GPU runs the first layers while the host records the rest.
+    batch: u64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -235,6 +238,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
     };
     Some(match name {
         "mm" => vec![file!("mm.wgsl")],
+        "mm_coop" => vec![file!("mm_coop.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
         "norm" => vec![file!("norm.wgsl"), reduce],
@@ -253,7 +257,50 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
     })
 }
 
+/// The whole WGSL module of kernel `key` (`name` or `name:dtype`): its enables,
+/// common.wgsl, for a dtype dequant.wgsl and the decoder aliases, then the
+/// kernel's files; `None` for an unknown kernel.
+fn kernel_source(key: &str, subgroups: bool) -> Option<String> {
+    let (kernel, dtype) = key.split_once(':').unwrap_or((key, ""));
+    let files = kernel_files(kernel, subgroups)?;
+    let mut src = String::from(kernel_enables(kernel));
+    src.push_str(&shader("common.wgsl", COMMON));
+    if !dtype.is_empty() {
+        src.push_str(&shader("dequant.wgsl", DEQUANT));
+        src.push_str(&format!(
+            "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
+             fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
+             fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n\
+             fn mv_dq(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {{ return dq_{}(rb, sb, qq, kk); }}\n",
+            if MATVEC_WORDS.contains(&dtype) {
+                dtype
+            } else {
+                "generic"
+            }
+        ));
+    }
+    for (file, body) in files {
+        src.push_str(&shader(file, body));
+    }
+    Some(src)
+}
+
+/// The WGSL `enable` directives kernel `name` needs (they must open the module).
+fn kernel_enables(name: &str) -> &'static str {
+    match name {
+        "mm_coop" => "enable f16;\nenable wgpu_cooperative_matrix;\n",
+        _ => "",
+    }
+}
+
 impl Gpu {
+    /// Whether the prefill products run on the matrix units
+    /// (shaders/mm_coop.wgsl; the device was created with cooperative matrices).
+    pub fn coop_matmul(&self) -> bool {
+        self.features
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    }
+
     /// Wraps a created device.
     pub fn new(
         device: wgpu::Device,
@@ -319,6 +366,11 @@ impl Gpu {
             bind_groups: Mutex::new(HashMap::new()),
             profiler,
             host_times,
+            batch: std::env::var("CYB_WGPU_BATCH")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .filter(|&n| n > 0)
+                .map_or(PARAM_SLOTS, |n: u64| n.min(PARAM_SLOTS)),
         }
     }
 
@@ -448,32 +500,12 @@ impl Gpu {
         if let Some(p) = cache.get(key) {
             return Ok(p.clone());
         }
-        let (kernel, dtype) = key.split_once(':').unwrap_or((key, ""));
         let subgroups = self.features.contains(wgpu::Features::SUBGROUP);
-        let files =
-            kernel_files(kernel, subgroups).ok_or_else(|| ExecutionError::UnsupportedOp {
-                op: format!("kernel {kernel}"),
-                backend: "wgpu".into(),
-                input_dtype: DType::F32,
-            })?;
-        let mut src = shader("common.wgsl", COMMON).into_owned();
-        if !dtype.is_empty() {
-            src.push_str(&shader("dequant.wgsl", DEQUANT));
-            src.push_str(&format!(
-                "fn deq(rb: u32, k: u32) -> f32 {{ return deq_{dtype}(rb, k); }}\n\
-                 fn blk_sm(rb: u32, sb: u32) -> vec2<f32> {{ return sm_{dtype}(rb, sb); }}\n\
-                 fn blk_q(rb: u32, sb: u32, i: u32) -> f32 {{ return q_{dtype}(rb, sb, i); }}\n\
-                 fn mv_dq(rb: u32, sb: u32, qq: u32, kk: u32) -> Dq {{ return dq_{}(rb, sb, qq, kk); }}\n",
-                if MATVEC_WORDS.contains(&dtype) {
-                    dtype
-                } else {
-                    "generic"
-                }
-            ));
-        }
-        for (file, body) in files {
-            src.push_str(&shader(file, body));
-        }
+        let src = kernel_source(key, subgroups).ok_or_else(|| ExecutionError::UnsupportedOp {
+            op: format!("kernel {key}"),
+            backend: "wgpu".into(),
+            input_dtype: DType::F32,
+        })?;
         let desc = wgpu::ShaderModuleDescriptor {
             label: Some(key),
             source: wgpu::ShaderSource::Wgsl(src.into()),
@@ -524,7 +556,7 @@ impl Gpu {
             return Ok(());
         }
         let pipe = self.pipeline(key)?;
-        if rec.slots == PARAM_SLOTS {
+        if rec.slots == self.batch {
             self.flush(rec);
         }
         let gx = groups.min(65535);
@@ -913,5 +945,72 @@ impl Gpu {
         staging.unmap();
         rec.readback = Some(staging);
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wgpu::naga;
+
+    /// Every kernel, for every encoding its dispatches name, parses,
+    /// validates and translates to SPIR-V with naga (no adapter needed: the
+    /// matrix-unit kernel is checked here even where no device runs it).
+    #[test]
+    fn every_kernel_translates_to_spirv() {
+        let with_dtype = [
+            "mm",
+            "mm_coop",
+            "matvec",
+            "matvec_qkv",
+            "matvec_glu",
+            "embed",
+        ];
+        let plain = [
+            "elementwise",
+            "norm",
+            "group_norm",
+            "conv",
+            "softmax",
+            "argmax",
+            "rope",
+            "attention",
+            "kv_append",
+            "rope_append",
+        ];
+        let dtypes = [
+            DType::F32,
+            DType::F16,
+            DType::BF16,
+            DType::Q8_0,
+            DType::Q4_0,
+            DType::Q4_1,
+            DType::Q5_0,
+            DType::Q5_1,
+            DType::Q4K,
+            DType::Q5K,
+            DType::Q6K,
+        ];
+        let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
+        for k in with_dtype {
+            for d in dtypes {
+                keys.push(format!("{k}:{}", deq_name(d).unwrap()));
+            }
+        }
+        for subgroups in [false, true] {
+            for key in &keys {
+                let src = kernel_source(key, subgroups).unwrap();
+                let module = naga::front::wgsl::parse_str(&src)
+                    .unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(&src)));
+                let info = naga::valid::Validator::new(
+                    naga::valid::ValidationFlags::all(),
+                    naga::valid::Capabilities::all(),
+                )
+                .validate(&module)
+                .unwrap_or_else(|e| panic!("{key}: {}", e.emit_to_string(&src)));
+                naga::back::spv::write_vec(&module, &info, &Default::default(), None)
+                    .unwrap_or_else(|e| panic!("{key}: {e}"));
+            }
+        }
     }
 }

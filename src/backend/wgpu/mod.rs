@@ -56,6 +56,30 @@ fn init_error(reason: String) -> ExecutionError {
     }
 }
 
+/// Whether the prefill product can run on the matrix units (shaders/mm_coop.wgsl):
+/// the adapter has cooperative matrices of 16x16x16 with f16 operands and f32
+/// sums, f16 in shaders, and subgroups of exactly 32 threads (the kernel maps
+/// threads to subgroups by index); `allowed` or `CYB_WGPU_COOP=0` can turn it off.
+fn coop_matmul_fits(
+    adapter: &wgpu::Adapter,
+    info: &wgpu::AdapterInfo,
+    allowed: wgpu::Features,
+) -> bool {
+    use wgpu::CooperativeScalarType::{F16, F32};
+    let needed = wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX
+        | wgpu::Features::SHADER_F16
+        | wgpu::Features::SUBGROUP;
+    adapter.features().contains(needed)
+        && allowed.contains(needed)
+        && std::env::var("CYB_WGPU_COOP").map_or(true, |v| v != "0")
+        && info.subgroup_min_size == 32
+        && info.subgroup_max_size == 32
+        && adapter
+            .cooperative_matrix_properties()
+            .iter()
+            .any(|c| (c.m_size, c.n_size, c.k_size, c.ab_type, c.cr_type) == (16, 16, 16, F16, F32))
+}
+
 impl WgpuBackend {
     /// Creates the device on the best Vulkan/Metal/DX12 adapter.
     pub fn new() -> Result<WgpuBackend, ExecutionError> {
@@ -101,16 +125,29 @@ impl WgpuBackend {
         })?;
         let info = adapter.get_info();
         let limits = adapter.limits();
-        let features = adapter.features()
+        let mut features = adapter.features()
             & allowed
             & (wgpu::Features::SHADER_F16
                 | wgpu::Features::SUBGROUP
                 | wgpu::Features::TIMESTAMP_QUERY);
+        let coop = coop_matmul_fits(&adapter, &info, allowed);
+        if coop {
+            features |= wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX;
+        }
+        let experimental_features = if coop {
+            // SAFETY: the one experimental feature asked for is cooperative
+            // matrices, used only by shaders/mm_coop.wgsl in the one
+            // configuration `coop_matmul_fits` found the adapter to list
+            // (16x16x16, f16 operands, f32 sums, 32-wide subgroups).
+            unsafe { wgpu::ExperimentalFeatures::enabled() }
+        } else {
+            wgpu::ExperimentalFeatures::disabled()
+        };
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             label: Some("cyb-llm"),
             required_features: features,
             required_limits: limits.clone(),
-            experimental_features: wgpu::ExperimentalFeatures::disabled(),
+            experimental_features,
             memory_hints: wgpu::MemoryHints::Performance,
             trace: wgpu::Trace::Off,
         }))
@@ -176,7 +213,12 @@ impl WgpuBackend {
                 (
                     "SHADER_F16",
                     g.features.contains(wgpu::Features::SHADER_F16),
-                    false,
+                    g.coop_matmul(),
+                ),
+                (
+                    "EXPERIMENTAL_COOPERATIVE_MATRIX (16x16x16 f16 -> f32)",
+                    g.coop_matmul(),
+                    g.coop_matmul(),
                 ),
                 (
                     "SUBGROUP",
@@ -190,6 +232,14 @@ impl WgpuBackend {
                 ),
             ],
         }
+    }
+
+    /// Whether products of several input rows (prefill) run on the matrix
+    /// units: f16 operands (inputs and decoded weights rounded to f16), f32
+    /// sums. Off where the adapter lacks 16x16x16 f16 cooperative matrices or
+    /// `CYB_WGPU_COOP=0`; one input row (decode) always takes the f32 matvec.
+    pub fn matrix_units(&self) -> bool {
+        self.gpu.coop_matmul()
     }
 
     /// Command submits since the device was made (one per decode step when

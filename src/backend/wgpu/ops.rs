@@ -12,6 +12,10 @@ use std::sync::Arc;
 const TM: usize = 8;
 /// Weight rows per matvec and mm workgroup (NR in matvec.wgsl, mm.wgsl).
 const MV_ROWS: usize = 4;
+/// Weight rows and input rows per workgroup of the matrix-unit product (BN,
+/// BM in mm_coop.wgsl).
+const COOP_ROWS: usize = 128;
+const COOP_INPUT_ROWS: usize = 64;
 /// Values per workgroup in the first argmax stage of long rows.
 const ARGMAX_CHUNK: usize = 4096;
 
@@ -97,18 +101,41 @@ fn matmul(
                     1,
                 )?;
             } else {
-                gpu.dispatch(
-                    rec,
-                    &format!("mm:{name}"),
-                    &[&c.buf, x, y],
-                    p,
-                    c.rows.div_ceil(MV_ROWS) as u64,
-                    m.div_ceil(TM) as u32,
-                )?;
+                mm(gpu, rec, name, &[&c.buf, x, y], p, c.rows, m)?;
             }
         }
         Ok(())
     })
+}
+
+/// One product of `m > 1` input rows with `rows` weight rows of a chunk
+/// (parameters as shaders/mm.wgsl takes them): on the matrix units where the
+/// device has them (shaders/mm_coop.wgsl, f16 operands, f32 sums), else the
+/// f32 tiled kernel.
+fn mm(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    name: &str,
+    bufs: &[&wgpu::Buffer],
+    p: Params,
+    rows: usize,
+    m: usize,
+) -> Result<(), ExecutionError> {
+    if gpu.coop_matmul() {
+        let groups = rows.div_ceil(COOP_ROWS) as u64;
+        let z = m.div_ceil(COOP_INPUT_ROWS) as u32;
+        gpu.dispatch(rec, &format!("mm_coop:{name}"), bufs, p, groups, z)
+    } else {
+        let groups = rows.div_ceil(MV_ROWS) as u64;
+        gpu.dispatch(
+            rec,
+            &format!("mm:{name}"),
+            bufs,
+            p,
+            groups,
+            m.div_ceil(TM) as u32,
+        )
+    }
 }
 
 /// Products of `x` with consecutive row ranges (`rows` each) of the fused
@@ -156,14 +183,7 @@ fn fused_products(
             n as u32,
             base as u32,
         ]);
-        gpu.dispatch(
-            rec,
-            &format!("mm:{name}"),
-            &[&c.buf, x, y],
-            p,
-            n.div_ceil(MV_ROWS) as u64,
-            m.div_ceil(TM) as u32,
-        )?;
+        mm(gpu, rec, name, &[&c.buf, x, y], p, n, m)?;
         base += n;
     }
     Ok(())
