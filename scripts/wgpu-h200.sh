@@ -136,6 +136,26 @@ tune)
   done
   llvk $M/l8b.gguf 8b
   ;;
+runbench)
+  # issue 23 item 3: `run` against `bench` (short and 512-token prompts; host
+  # times, dispatch records), then llama.cpp-Vulkan. carry .gl .wgbin [.devbin/llvk]
+  install_bin
+  models_8b
+  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  say "8b bench tg128 host times (CYB_WGPU_PROFILE=host)"
+  CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 1
+  say "8b run, short prompt, host times and dispatch records"
+  CYB_WGPU_PROFILE=host $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings --dispatch >/dev/null
+  for i in 1 2; do
+    say "8b run, short prompt ($i)"
+    $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+    say "8b run, 512-token prompt ($i)"
+    $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+  llvk $M/l8b.gguf 8b
+  ;;
 smol1)
   install_bin
   cp .xfer1/* $M/

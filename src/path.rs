@@ -217,6 +217,7 @@ mod tests {
         deterministic: true,
         graph_only: true,
         widened_f32_weights: false,
+        warm_up_at_load: false,
     };
 
     fn paths(family: Option<Family>, has_graph: bool) -> ModelPaths<'static> {

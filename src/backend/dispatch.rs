@@ -71,6 +71,10 @@ pub struct Capabilities {
     /// Its matmul is fastest on f32 weights for inputs of many rows, so a family
     /// decodes such matrices to f32 once at load (the Whisper encoder).
     pub widened_f32_weights: bool,
+    /// Prepares each weight and kernel at its first use (a device upload,
+    /// pipeline creation), so a loader runs one short forward at load (as
+    /// llama.cpp's warm-up does) to keep that cost out of the first request.
+    pub warm_up_at_load: bool,
 }
 
 impl Capabilities {
@@ -79,6 +83,7 @@ impl Capabilities {
         deterministic: false,
         graph_only: false,
         widened_f32_weights: false,
+        warm_up_at_load: false,
     };
 
     /// The capabilities of the registered backend `name` (or alias); an unknown
@@ -103,7 +108,10 @@ pub const BACKENDS: &[BackendEntry] = &[
         aliases: &["wgpu+rs"],
         fallback: &["cpu"],
         auto: true,
-        capabilities: Capabilities::NONE,
+        capabilities: Capabilities {
+            warm_up_at_load: true,
+            ..Capabilities::NONE
+        },
         init: wgpu::init,
     },
     BackendEntry {

@@ -170,6 +170,9 @@ impl TextModel {
                 keep_dispatch: false,
             },
         )?;
+        if dispatcher.primary().capabilities().warm_up_at_load {
+            llama.warm_up(&dispatcher)?;
+        }
         Ok(TextModel {
             model,
             llama,

@@ -6,7 +6,7 @@
 //! auto|curated|graph` and `--backend nox` unchanged.
 
 use super::exec::{GraphOptions, GraphSession};
-use crate::backend::{Dispatcher, ExecContext, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Op, SampleParams, Tensor};
 use crate::curated::llama::{KvCache, Llama, LogitRows};
 use crate::error::ExecutionError;
 use crate::loader::Model;
@@ -66,6 +66,31 @@ impl TextEngine {
             Engine::Curated(l) => Ok(Engine::Curated(l.new_cache(dispatcher)?)),
             Engine::Graph(g) => Ok(Engine::Graph(Box::new(g.session()?))),
         }
+    }
+
+    /// One short forward on a throwaway cache: two tokens (the prompt
+    /// kernels), then one (the decode kernels) and a greedy pick, so that a
+    /// backend that prepares weights and kernels at first use
+    /// ([`crate::backend::Capabilities::warm_up_at_load`]) does it now.
+    pub fn warm_up(&self, dispatcher: &Dispatcher) -> Result<(), ExecutionError> {
+        let mut cache = self.new_cache(dispatcher)?;
+        if cache.capacity() < 3 {
+            return Ok(());
+        }
+        let mut ctx = ExecContext::new(dispatcher.threads());
+        self.forward(dispatcher, &mut ctx, &mut cache, &[0, 0], LogitRows::Last)?;
+        let logits = self.forward(dispatcher, &mut ctx, &mut cache, &[0], LogitRows::Last)?;
+        let greedy = SampleParams {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repeat_penalty: 1.0,
+            repeat_last_n: 0,
+            u: 0.0,
+        };
+        dispatcher.run1(&Op::Sample(greedy), &[logits], &mut ctx)?;
+        Ok(())
     }
 
     /// Runs `ids` after the cached tokens (as [`Llama::forward`]). The graph
