@@ -1,0 +1,54 @@
+//! The wgpu side of the kernel tests: the one device of a test binary and the
+//! comparison of an op on it against the CPU reference.
+
+use super::rel_err;
+use cyb_llm::backend::cpu::reference;
+use cyb_llm::backend::wgpu::WgpuBackend;
+use cyb_llm::backend::{Backend, ExecContext, Op, Tensor};
+use cyb_llm::DType;
+use std::sync::OnceLock;
+
+/// The wgpu backend of this test binary (no adapter fails the test, never a
+/// skip: CI installs lavapipe).
+pub fn gpu() -> &'static WgpuBackend {
+    static GPU: OnceLock<WgpuBackend> = OnceLock::new();
+    GPU.get_or_init(|| {
+        let b = WgpuBackend::new().unwrap_or_else(|e| {
+            panic!("wgpu tests need a Vulkan adapter (CI installs lavapipe): {e}")
+        });
+        eprintln!("wgpu adapter: {:?}", b.report());
+        b
+    })
+}
+
+/// Runs `op` on wgpu and on the reference; every output within `tol` (error
+/// denominator floored at `floor`). Returns the wgpu outputs.
+pub fn check(op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
+    check_on(gpu(), op, inputs, tol, floor)
+}
+
+/// [`check`] on backend `g`.
+pub fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
+    let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
+    assert!(
+        g.supports(op, &infos),
+        "{op:?} should be supported on {infos:?}"
+    );
+    let mut ctx = ExecContext::new(1);
+    let got = g.execute(op, inputs, &mut ctx).expect("wgpu executes");
+    let want = reference::execute(op, inputs).expect("reference executes");
+    assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
+    for (a, b) in got.iter().zip(&want) {
+        assert_eq!(a.shape(), b.shape(), "{op:?}: shapes differ");
+        if b.dtype() == DType::I32 {
+            assert_eq!(a.as_i32(), b.as_i32(), "{op:?}: indices differ");
+            continue;
+        }
+        let av = g.try_download_f32(a).expect("download");
+        let bv = b.read_f32("test").expect("reference values").to_vec();
+        let max_ref = bv.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let e = rel_err(&av, &bv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
+        assert!(e <= tol, "{op:?} on {infos:?}: relative error {e} > {tol}");
+    }
+    got
+}
