@@ -1,14 +1,14 @@
 //! BatchMatmul of two activations (shaders/bmm.wgsl); the math is on
 //! [`Op::BatchMatmul`].
 
-use super::gpu::{Gpu, Params, Recorder};
+use super::gpu::{Gpu, Params, Recorder, WG};
 use super::layout::f32_within;
 use super::ops::{act, out};
 use crate::backend::{Op, Tensor, TensorInfo};
 use crate::error::ExecutionError;
 
-/// Output rows and columns per workgroup (T in bmm.wgsl).
-const TILE: usize = 16;
+/// Output rows and columns per invocation (bmm.wgsl).
+const TILE: usize = 4;
 /// Batch dims the kernel indexes.
 const BATCH_DIMS: usize = 4;
 /// Output matrices per dispatch (workgroups along z).
@@ -71,6 +71,7 @@ pub fn batch_matmul(
     let xb = act(gpu, rec, &inputs[1])?;
     let (t, yb) = out(gpu, rec, &outs[0])?;
     let tiles_n = n.div_ceil(TILE);
+    let blocks = m.div_ceil(TILE) * tiles_n;
     let mut p: Params = [0; 32];
     p[..4].copy_from_slice(&[m as u32, n as u32, k as u32, tiles_n as u32]);
     for d in 0..BATCH_DIMS {
@@ -78,13 +79,14 @@ pub fn batch_matmul(
     }
     p[8..12].copy_from_slice(&sa);
     p[12..16].copy_from_slice(&sb);
+    p[16] = blocks as u32;
     let batch = dims.iter().product::<usize>();
     gpu.dispatch(
         rec,
         "bmm",
         &[&xa, &xb, &yb],
         p,
-        (m.div_ceil(TILE) * tiles_n) as u64,
+        (blocks as u64).div_ceil(WG),
         batch as u32,
     )?;
     Ok(vec![t])
