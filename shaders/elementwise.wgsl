@@ -33,6 +33,28 @@ fn tanh_safe(v: f32) -> f32 {
     return (e - 1.0) / (e + 1.0);
 }
 
+// x^p as the reference computes it (x * x for p = 2, sqrt for p = 0.5), an
+// integer p of a negative x giving its sign by parity, a fractional one NaN.
+fn pow_scalar(v: f32, e: f32) -> f32 {
+    if e == 2.0 {
+        return v * v;
+    }
+    if e == 0.5 {
+        return sqrt(v);
+    }
+    if e == 1.0 || e == 0.0 {
+        return select(v, 1.0, e == 0.0);
+    }
+    let m = pow(abs(v), e);
+    if v >= 0.0 {
+        return select(m, select(0.0, bitcast<f32>(0x7f800000u), e < 0.0), v == 0.0);
+    }
+    if e != floor(e) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    return select(m, -m, (i32(e) & 1) == 1);
+}
+
 fn unary(op: u32, v: f32) -> f32 {
     let s0 = bitcast<f32>(p.e.x);
     let s1 = bitcast<f32>(p.e.y);
@@ -46,6 +68,18 @@ fn unary(op: u32, v: f32) -> f32 {
         case 16u: { return tanh_safe(v); }
         case 17u: { return s0 * tanh_safe(v / s0); }
         case 18u: { return select(s0 * v, v, v > 0.0); }
+        case 20u: { return sqrt(v); }
+        case 21u: { return log(v); }
+        case 22u: { return exp(v); }
+        case 23u: { return cos(v); }
+        case 24u: { return sin(v); }
+        case 25u: { return 1.0 / v; }
+        case 26u: { return -v; }
+        case 27u: { return erf_approx(v); }
+        case 28u: { return pow_scalar(v, s0); }
+        case 29u: { return max(v, 0.0) + log(1.0 + exp(-abs(v))); }
+        case 30u: { return ceil(v); }
+        case 31u: { return min(max(v, s0), s1); }
         default: { return v; }
     }
 }

@@ -3,11 +3,12 @@
 //! outputs for the same inputs (tests/fixtures/onnx/unet, made by
 //! tests/onnx/make_unet_fixtures.py): max |diff| <= 1e-3 on batches of 1, 2
 //! and 3 with mixed noise levels and labels, on cpu (1 and 2 threads),
-//! reference and wgpu (lavapipe in CI; a missing adapter fails the test).
+//! reference and wgpu (lavapipe in CI; a missing adapter fails the test), where
+//! every node runs on wgpu (no dispatch fallback).
 
 mod onnx_util;
 
-use onnx_util::{eval_fixture, eval_run, unet_model};
+use onnx_util::{eval_fixture, eval_run, fixture_diff, unet_model};
 
 const TOLERANCE: f32 = 1e-3;
 
@@ -37,9 +38,15 @@ fn unet_on_reference_matches_onnxruntime() {
 }
 
 #[test]
-fn unet_on_wgpu_matches_onnxruntime() {
+fn unet_on_wgpu_matches_onnxruntime_with_every_node_on_wgpu() {
     std::env::set_var("NODEVICE_SELECT", "1");
-    let d = eval_case("b2", &["--backend", "wgpu", "-t", "2"]);
+    let inputs = ["noisy", "sigma", "difficulty"];
+    let args = ["--backend", "wgpu", "-t", "2", "--dispatch"];
+    let (out, stderr) = eval_run(unet_model(), "unet", "b2", &inputs, &args);
+    // Convolutions, norms, attention products, layout copies, resizes and pools
+    // all run there: a node that falls back to the cpu fails this.
+    assert!(stderr.contains("(fallbacks: 0)"), "{stderr}");
+    let d = fixture_diff(&out, "unet", "b2", "denoised", &args).0;
     assert!(d <= TOLERANCE, "wgpu: max |diff| {d:e}");
 }
 

@@ -4,6 +4,7 @@
 
 mod backend_util;
 
+use backend_util::wgpu::{check, check_on, gpu};
 use backend_util::{matmul_typical, rand_tensor, rand_weight, rel_err, rng};
 use cyb_llm::backend::cpu::reference;
 use cyb_llm::backend::wgpu::WgpuBackend;
@@ -13,87 +14,6 @@ use cyb_llm::backend::{
 };
 use cyb_llm::DType;
 use rand::Rng;
-use std::sync::OnceLock;
-
-fn gpu() -> &'static WgpuBackend {
-    static GPU: OnceLock<WgpuBackend> = OnceLock::new();
-    GPU.get_or_init(|| {
-        let b = WgpuBackend::new().unwrap_or_else(|e| {
-            panic!("wgpu tests need a Vulkan adapter (CI installs lavapipe): {e}")
-        });
-        eprintln!("wgpu adapter: {:?}", b.report());
-        b
-    })
-}
-
-/// Runs `op` on wgpu and on the reference; every output within `tol` (error
-/// denominator floored at `floor`). Returns the wgpu outputs.
-fn check(op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
-    check_on(gpu(), op, inputs, tol, floor)
-}
-
-/// [`check`] on backend `g`.
-fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f32) -> Vec<Tensor> {
-    let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
-    assert!(
-        g.supports(op, &infos),
-        "{op:?} should be supported on {infos:?}"
-    );
-    let mut ctx = ExecContext::new(1);
-    let got = g.execute(op, inputs, &mut ctx).expect("wgpu executes");
-    let want = if g.matrix_units() {
-        f16_operand_reference(op, inputs)
-    } else {
-        reference::execute(op, inputs).expect("reference executes")
-    };
-    assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
-    for (a, b) in got.iter().zip(&want) {
-        assert_eq!(a.shape(), b.shape(), "{op:?}: shapes differ");
-        if b.dtype() == DType::I32 {
-            assert_eq!(a.as_i32(), b.as_i32(), "{op:?}: indices differ");
-            continue;
-        }
-        let av = g.try_download_f32(a).expect("download");
-        let bv = b.read_f32("test").expect("reference values").to_vec();
-        let max_ref = bv.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let e = rel_err(&av, &bv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
-        assert!(e <= tol, "{op:?} on {infos:?}: relative error {e} > {tol}");
-    }
-    got
-}
-
-/// Values rounded to f16 and back, as an f32 tensor of the same shape.
-fn f16_rounded(t: &Tensor) -> Tensor {
-    let v = t.read_f32("test").expect("host values");
-    let r = v.iter().map(|&x| half::f16::from_f32(x).to_f32()).collect();
-    Tensor::from_f32(t.shape(), r).unwrap()
-}
-
-/// The reference for a device whose products of several input rows run on
-/// the matrix units: those products take their input rows and (decoded)
-/// weights rounded to f16, as the kernel does, and sum exactly; everything
-/// else (one input row, other ops) is the plain reference.
-fn f16_operand_reference(op: &Op, inputs: &[Tensor]) -> Vec<Tensor> {
-    let rows = |t: &Tensor| t.numel() / t.shape().last().copied().unwrap_or(1).max(1);
-    let run = |op: &Op, ins: &[Tensor]| reference::execute(op, ins).expect("reference executes");
-    match op {
-        Op::Matmul | Op::FusedQkv | Op::FusedSwiGlu if rows(&inputs[0]) > 1 => {
-            run(op, &inputs.iter().map(f16_rounded).collect::<Vec<_>>())
-        }
-        Op::FusedNormMatmul { eps, add_one } if rows(&inputs[0]) > 1 => {
-            let norm = Op::RmsNorm {
-                eps: *eps,
-                add_one: *add_one,
-            };
-            let normed = run(&norm, &inputs[..2]).remove(0);
-            run(
-                &Op::Matmul,
-                &[f16_rounded(&normed), f16_rounded(&inputs[2])],
-            )
-        }
-        _ => run(op, inputs),
-    }
-}
 
 /// The matmul encodings the wgpu kernels take: all but q2_k and q3_k.
 fn matmul_dtypes() -> impl Iterator<Item = DType> {

@@ -47,6 +47,10 @@ pub struct EvalArgs {
     /// Print one JSON line per output (name, shape, file) instead of text.
     #[arg(long)]
     json: bool,
+    /// Print the dispatch summary (nodes per backend) and every fallback
+    /// (op, input shapes and dtypes, why, how often) of the runs on stderr.
+    #[arg(long)]
+    dispatch: bool,
 }
 
 /// A file name for an output: characters outside `[A-Za-z0-9._-]` become `_`.
@@ -177,6 +181,9 @@ pub fn run(a: EvalArgs) -> CmdResult {
                 n as f64 / runs
             );
         }
+    }
+    if a.dispatch {
+        super::run::print_dispatch(&session.context().log);
     }
     if a.timings {
         eprintln!(

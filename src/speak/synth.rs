@@ -273,16 +273,16 @@ impl Voice {
             .iter()
             .position(|&v| g.values[v].name == TTS_OUTPUT)
             .unwrap_or(0);
-        let audio = outputs
-            .get(index)
-            .ok_or_else(|| SpeakError::Voice {
-                field: "output".into(),
-                reason: format!("the graph returned no `{TTS_OUTPUT}`"),
-            })?
-            .read_f32("speak output")
-            .map_err(execution)?
-            .to_vec();
-        Ok(audio)
+        let audio = outputs.get(index).ok_or_else(|| SpeakError::Voice {
+            field: "output".into(),
+            reason: format!("the graph returned no `{TTS_OUTPUT}`"),
+        })?;
+        // Read back from the backend that holds it (a GPU's output too).
+        self.graph
+            .dispatcher()
+            .primary()
+            .try_download_f32(audio)
+            .map_err(execution)
     }
 
     /// The speech of sentence `index` of a text from its ids (its noise

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod wgpu;
+
 use cyb_llm::backend::cpu::{reference, CpuBackend};
 use cyb_llm::backend::{Backend, ExecContext, Op, SharedBytes, Tensor};
 use cyb_llm::DType;

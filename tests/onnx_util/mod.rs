@@ -104,8 +104,7 @@ pub fn eval_run(
     (out, stderr)
 }
 
-/// [`eval_run`], then its f32 `output` compared with `SET/CASE_OUTPUT.npy` (the shapes
-/// must be equal): the max |diff| and the bytes of the `.npy` file eval wrote.
+/// [`eval_run`], then [`fixture_diff`] of its f32 `output`.
 pub fn eval_fixture(
     model: &Path,
     set: &str,
@@ -115,6 +114,19 @@ pub fn eval_fixture(
     args: &[&str],
 ) -> (f32, Vec<u8>) {
     let (out, _) = eval_run(model, set, case, inputs, args);
+    fixture_diff(&out, set, case, output, args)
+}
+
+/// The f32 `output` eval wrote to folder `out` (a run with `args`) compared with
+/// `SET/CASE_OUTPUT.npy` (the shapes must be equal): the max |diff| and the
+/// bytes of the `.npy` file.
+pub fn fixture_diff(
+    out: &Path,
+    set: &str,
+    case: &str,
+    output: &str,
+    args: &[&str],
+) -> (f32, Vec<u8>) {
     let written = out.join(format!("{output}.npy"));
     let (shape, got) = read_npy(&written);
     let (want_shape, want) = read_npy(&fixture(&format!("{set}/{case}_{output}.npy")));

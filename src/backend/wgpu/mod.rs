@@ -19,8 +19,11 @@
 pub mod alloc;
 mod gpu;
 mod image;
+mod layout;
 mod ops;
+mod products;
 mod quiet;
+mod reduce;
 
 use super::{Backend, BackendConfig, ExecContext, Op, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
@@ -413,7 +416,18 @@ impl Backend for WgpuBackend {
             | Op::GroupNorm { .. }
             | Op::GroupNormAffine { .. } => image::fits(inputs, &outs, self.gpu.max_binding()),
             Op::Sample(p) => p.temperature <= 0.0 && (p.repeat_penalty == 1.0 || inputs.len() == 1),
-            _ => false,
+            Op::BatchMatmul => products::fits(inputs, &outs, self.gpu.max_binding()),
+            Op::Reduce { .. } | Op::AvgPool2d { .. } => {
+                reduce::fits(op, inputs, &outs, self.gpu.max_binding())
+            }
+            // The dims alone, on the host: no read-back of the values.
+            Op::Shape => true,
+            // Element-wise math, or values moved (Permute, Concat, Split,
+            // StridedSlice, Pad, Expand, ResizeNearest).
+            _ => {
+                ops::unary_code(op).is_some()
+                    || layout::fits(op, inputs, &outs, self.gpu.max_binding())
+            }
         }
     }
 

@@ -2,7 +2,7 @@
 
 use super::alloc::GpuBuf;
 use super::gpu::{deq_name, Gpu, Params, Recorder, Weight, WG};
-use super::image;
+use super::{image, layout, products, reduce};
 use crate::backend::{Mask, Op, RopeStyle, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
@@ -361,6 +361,36 @@ fn norm(
     )
 }
 
+/// The elementwise.wgsl code and scalar parameters of a one-input
+/// element-wise op; None for other ops.
+pub(super) fn unary_code(op: &Op) -> Option<(u32, [f32; 2])> {
+    let one = |code: u32, s: f32| Some((code, [s, 0.0]));
+    match *op {
+        Op::Scale(s) => one(10, s),
+        Op::Silu => one(11, 0.0),
+        Op::Gelu => one(12, 0.0),
+        Op::GeluTanh => one(13, 0.0),
+        Op::Relu => one(14, 0.0),
+        Op::Sigmoid => one(15, 0.0),
+        Op::Tanh => one(16, 0.0),
+        Op::Softcap(c) => one(17, c),
+        Op::LeakyRelu(s) => one(18, s),
+        Op::Sqrt => one(20, 0.0),
+        Op::Log => one(21, 0.0),
+        Op::Exp => one(22, 0.0),
+        Op::Cos => one(23, 0.0),
+        Op::Sin => one(24, 0.0),
+        Op::Reciprocal => one(25, 0.0),
+        Op::Neg => one(26, 0.0),
+        Op::Erf => one(27, 0.0),
+        Op::PowScalar(e) => one(28, e),
+        Op::Softplus => one(29, 0.0),
+        Op::Ceil => one(30, 0.0),
+        Op::Clamp { lo, hi } => Some((31, [lo, hi])),
+        _ => None,
+    }
+}
+
 fn rms_mode(add_one: bool) -> u32 {
     u32::from(add_one)
 }
@@ -374,6 +404,10 @@ pub fn run(
 ) -> Result<Vec<Tensor>, ExecutionError> {
     match op {
         Op::Reshape(shape) => return Ok(vec![inputs[0].reshaped(shape)?]),
+        Op::Shape => {
+            let dims = inputs[0].shape().iter().map(|&d| d as i64).collect();
+            return Ok(vec![Tensor::from_i64(&[inputs[0].shape().len()], dims)?]);
+        }
         Op::Argmax | Op::Sample(_) => return argmax(gpu, op, inputs),
         Op::FusedRopeAppend { pos, .. }
             if device_buf(&inputs[5]).is_none() || device_buf(&inputs[6]).is_none() =>
@@ -385,6 +419,13 @@ pub fn run(
     let mut rec = gpu.recorder();
     let rec = &mut *rec;
     let last = |t: &Tensor| t.shape().last().copied().unwrap_or(1);
+    if let Some((code, scalars)) = unary_code(op) {
+        let a = act(gpu, rec, &inputs[0])?;
+        let (t, y) = out(gpu, rec, &outs[0])?;
+        let s = outs[0].shape.as_slice();
+        elementwise(gpu, rec, code, (&a, s), None, scalars, (&y, s))?;
+        return Ok(vec![t]);
+    }
     match op {
         Op::Matmul => {
             let k = last(&inputs[0]);
@@ -554,33 +595,6 @@ pub fn run(
                 [0.0; 2],
                 (&y, &outs[0].shape),
             )?;
-            Ok(vec![t])
-        }
-        Op::Scale(_)
-        | Op::Silu
-        | Op::Gelu
-        | Op::GeluTanh
-        | Op::Relu
-        | Op::LeakyRelu(_)
-        | Op::Sigmoid
-        | Op::Tanh
-        | Op::Softcap(_) => {
-            let (code, s0) = match op {
-                Op::Scale(s) => (10, *s),
-                Op::Silu => (11, 0.0),
-                Op::Gelu => (12, 0.0),
-                Op::GeluTanh => (13, 0.0),
-                Op::Relu => (14, 0.0),
-                Op::Sigmoid => (15, 0.0),
-                Op::Tanh => (16, 0.0),
-                Op::Softcap(c) => (17, *c),
-                Op::LeakyRelu(s) => (18, *s),
-                _ => (19, 0.0),
-            };
-            let a = act(gpu, rec, &inputs[0])?;
-            let (t, y) = out(gpu, rec, &outs[0])?;
-            let s = outs[0].shape.as_slice();
-            elementwise(gpu, rec, code, (&a, s), None, [s0, 0.0], (&y, s))?;
             Ok(vec![t])
         }
         Op::Softmax => {
@@ -874,10 +888,10 @@ pub fn run(
         Op::GroupNorm { groups, eps } | Op::GroupNormAffine { groups, eps } => {
             image::group_norm(gpu, rec, *groups, *eps, inputs, outs)
         }
-        _ => Err(unsupported(
-            op.name(),
-            inputs.first().map_or(DType::F32, |t| t.dtype()),
-        )),
+        Op::BatchMatmul => products::batch_matmul(gpu, rec, inputs, outs),
+        Op::Reduce { .. } | Op::AvgPool2d { .. } => reduce::run(gpu, rec, op, inputs, outs),
+        // The ops that move values; any other is UnsupportedOp there.
+        _ => layout::run(gpu, rec, op, inputs, outs),
     }
 }
 
