@@ -146,6 +146,8 @@ runbench)
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   say "8b bench tg128 host times (CYB_WGPU_PROFILE=host)"
   CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 1
+  say "8b bench tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
   say "8b run, short prompt, host times and dispatch records"
   CYB_WGPU_PROFILE=host $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings --dispatch >/dev/null
   for i in 1 2; do
