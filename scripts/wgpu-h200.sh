@@ -158,6 +158,36 @@ runbench)
   done
   llvk $M/l8b.gguf 8b
   ;;
+decode)
+  # issue 23 decode: the kernel tests on this GPU (.wgbin/wgpu_kernels), the
+  # bench, `run` with short and 512-token prompts (attention over the context
+  # split in chunks), then tg128 of each shaders/variants/ folder.
+  # carry .gl .wgbin [.devbin/llvk]
+  install_bin
+  models_8b
+  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
+  if [ -x .wgbin/wgpu_kernels ]; then
+    say "kernel tests on this GPU"
+    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
+  fi
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  for i in 1 2; do
+    say "8b run, short prompt ($i)"
+    $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+    say "8b run, 512-token prompt ($i)"
+    $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+  for be in wgpu reference; do
+    say "tiny greedy text after the 512-token prompt, $be"
+    $B run $M/tiny.model -f $M/p512.txt -n 24 --temp 0 --no-chat --backend $be --json \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
+  done
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
+  done
+  llvk $M/l8b.gguf 8b
+  ;;
 smol1)
   install_bin
   cp .xfer1/* $M/

@@ -1,8 +1,13 @@
 // Scaled dot-product attention, tiled over keys with an online softmax (no
-// score array sized by the context). One workgroup per (query row, head).
+// score array sized by the context).
 // Q [Sq, H, d], K [M, Hkv, d], V [M, Hkv, dv], O [Sq, H, dv] (d, dv <= 256).
 // a = (Sq, H, Hkv, d), b = (dv, kv_len, q_pos, mask: 0 none, 1 causal, 2 sliding),
-// c.x = window, d.x = scale (f32).
+// c = (window, stage, chunks, chunk length in keys), d.x = scale (f32).
+// Stage 0: one workgroup per (query row, head) writes O. Few rows over a long
+// context split the keys (flash decoding): stage 1, one workgroup per (row,
+// head, chunk of keys), writes the chunk's unnormalized sums, running max and
+// exponent total to `chunk_sums` ((dv + 2) values each); stage 2, one workgroup per
+// (row, head), rescales the chunks to their common max and writes O.
 // Per tile of TILE keys: four threads per key share its dot product (each a
 // quarter of the dimensions, 16 contiguous values per turn); P V takes one
 // thread per output dimension, and for dv <= 128 two threads per dimension
@@ -11,7 +16,8 @@
 @group(0) @binding(1) var<storage, read> kc: array<f32>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
-@group(0) @binding(4) var<uniform> p: Params;
+@group(0) @binding(4) var<storage, read_write> chunk_sums: array<f32>;
+@group(0) @binding(5) var<uniform> p: Params;
 
 const WG: u32 = 256u;
 const TILE: u32 = 64u;
@@ -59,7 +65,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let kv_heads = p.a.z;
     let d = p.a.w;
     let dv = p.b.x;
-    let g = flat_group(wid);
+    let stage = p.c.y;
+    let chunks = p.c.z;
+    if stage == 2u {
+        merge_chunks(flat_group(wid), t, dv, chunks);
+        return;
+    }
+    var g = flat_group(wid);
+    var chunk = 0u;
+    if stage == 1u {
+        chunk = g % chunks;
+        g = g / chunks;
+    }
     let valid = g < p.a.x * heads;
     let i = g / heads;
     let h = g % heads;
@@ -73,6 +90,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     if p.b.w == 2u && pos + 1u > p.c.x {
         lo = pos + 1u - p.c.x;
+    }
+    if stage == 1u {
+        lo = min(hi, lo + chunk * p.c.w);
+        hi = min(hi, lo + p.c.w);
     }
     if !valid {
         hi = lo;
@@ -150,5 +171,38 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if split == 2u {
         total += half_out[dim];
     }
+    if stage == 1u {
+        let base = (g * chunks + chunk) * (dv + 2u);
+        chunk_sums[base + dim] = total;
+        if dim == 0u {
+            chunk_sums[base + dv] = m;
+            chunk_sums[base + dv + 1u] = l;
+        }
+        return;
+    }
     o[(i * heads + h) * dv + dim] = select(0.0, total / l, l > 0.0);
+}
+
+// Stage 2: O for (row, head) `g` from its chunks' partial sums: each chunk's
+// sums and exponent total scaled by exp(its max - the largest max).
+fn merge_chunks(g: u32, t: u32, dv: u32, chunks: u32) {
+    if g >= p.a.x * p.a.y || t >= dv {
+        return;
+    }
+    var m = NEG;
+    for (var c = 0u; c < chunks; c++) {
+        m = max(m, chunk_sums[(g * chunks + c) * (dv + 2u) + dv]);
+    }
+    var l = 0.0;
+    var total = 0.0;
+    for (var c = 0u; c < chunks; c++) {
+        let base = (g * chunks + c) * (dv + 2u);
+        let lc = chunk_sums[base + dv + 1u];
+        if lc > 0.0 {
+            let w = exp(chunk_sums[base + dv] - m);
+            l += lc * w;
+            total += chunk_sums[base + t] * w;
+        }
+    }
+    o[g * dv + t] = select(0.0, total / l, l > 0.0);
 }

@@ -300,6 +300,13 @@ fn attention_matches_reference() {
         (3, 200, 140, 137, Mask::Sliding(50)),
         (5, 70, 70, 0, Mask::None),
         (2, 9, 9, 7, Mask::Sliding(1)),
+        // Few rows over a long context: the keys split in chunks (flash
+        // decoding), merged in a second pass; the last chunk partial, chunks
+        // past a row's causal end or before its window empty.
+        (1, 700, 650, 649, Mask::Causal),
+        (3, 600, 600, 597, Mask::Causal),
+        (2, 900, 900, 898, Mask::Sliding(300)),
+        (1, 1000, 1000, 400, Mask::Causal),
     ] {
         let q = rand_tensor(&mut r, &[sq, h, d]);
         let k = rand_tensor(&mut r, &[m, hkv, d]);

@@ -101,6 +101,13 @@ pub trait Backend: Send + Sync {
     /// Upload f32/quantized bytes from host memory.
     fn upload(&self, data: &[u8], shape: &[usize], dtype: DType) -> Result<Tensor, BackendError>;
 
+    /// Returns once every op executed so far has finished. A backend that
+    /// queues work (a GPU) waits for its queue here; one that runs each op
+    /// before `execute` returns has nothing to wait for.
+    fn synchronize(&self) -> Result<(), BackendError> {
+        Ok(())
+    }
+
     /// Download to host memory for inspection. A tensor the backend cannot
     /// read gives a vector whose length differs from its element count; use
     /// [`Backend::try_download_f32`] for an error instead.

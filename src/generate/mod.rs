@@ -572,6 +572,9 @@ impl Generator {
                 ids.len()
             }
         };
+        // The prompt's time is the time its logits take to exist, not to be
+        // queued on a device (as llama.cpp's prompt eval time).
+        m.dispatcher.primary().synchronize()?;
         state.timings.prefill_tokens = ran;
         state.timings.prefill_ms = start.elapsed().as_secs_f64() * 1e3;
         let mut stops = m.stop_strings.clone();

@@ -441,6 +441,19 @@ impl Gpu {
         lock(&self.rec)
     }
 
+    /// Locks the recorder for the next op, first submitting the batch (without
+    /// waiting) once it holds `batch` dispatches. Only here, between ops: an
+    /// op's uploaded inputs are released as soon as they are bound, so a
+    /// submit inside an op would let the rest of its dispatches read buffers
+    /// the next batch already reuses.
+    pub fn op_recorder(&self) -> MutexGuard<'_, Recorder> {
+        let mut rec = lock(&self.rec);
+        if rec.slots >= self.batch {
+            self.flush(&mut rec);
+        }
+        rec
+    }
+
     /// Submits everything recorded so far (one submit) and lets released
     /// buffers be reused.
     pub fn flush(&self, rec: &mut Recorder) {
@@ -564,7 +577,7 @@ impl Gpu {
             return Ok(());
         }
         let pipe = self.pipeline(key)?;
-        if rec.slots == self.batch {
+        if rec.slots == PARAM_SLOTS {
             self.flush(rec);
         }
         let gx = groups.min(65535);
@@ -904,6 +917,19 @@ impl Gpu {
     pub fn read(&self, buf: &wgpu::Buffer, bytes: u64) -> Result<Vec<u8>, ExecutionError> {
         let mut rec = self.recorder();
         self.read_unlocked(&mut rec, buf, bytes)
+    }
+
+    /// Submits what is recorded and waits until the GPU has run all of it.
+    pub fn synchronize(&self) -> Result<(), ExecutionError> {
+        let mut rec = self.recorder();
+        self.flush(&mut rec);
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| ExecutionError::BackendInit {
+                backend: "wgpu".into(),
+                reason: format!("waiting for the GPU failed: {e}"),
+            })?;
+        Ok(())
     }
 
     /// [`Gpu::read`] with the recorder already locked by the caller.

@@ -480,6 +480,10 @@ impl Backend for WgpuBackend {
         ))
     }
 
+    fn synchronize(&self) -> Result<(), ExecutionError> {
+        self.gpu.synchronize()
+    }
+
     fn download_f32(&self, t: &Tensor) -> Vec<f32> {
         self.try_download_f32(t).unwrap_or_default()
     }

@@ -16,6 +16,10 @@ const MV_ROWS: usize = 4;
 /// BM in mm_coop.wgsl).
 const COOP_ROWS: usize = 128;
 const COOP_INPUT_ROWS: usize = 64;
+/// Keys per tile of the attention kernel (TILE in attention.wgsl).
+const ATTENTION_TILE: usize = 64;
+/// Attention workgroups wanted when few query rows split their keys.
+const ATTENTION_GROUPS: usize = 256;
 /// Values per workgroup in the first argmax stage of long rows.
 const ARGMAX_CHUNK: usize = 4096;
 
@@ -56,6 +60,20 @@ pub(super) fn act(
                 .clone())
         }
     }
+}
+
+/// How attention of `rows` (query row, head) pairs over at most `keys` keys
+/// splits the keys (flash decoding): `(chunks, keys per chunk)` when there
+/// are fewer rows than [`ATTENTION_GROUPS`] and at least four tiles of keys
+/// (a decode step over a long context), `None` for one pass.
+fn key_chunks(rows: usize, keys: usize) -> Option<(usize, usize)> {
+    let tiles = keys.div_ceil(ATTENTION_TILE);
+    if rows >= ATTENTION_GROUPS || tiles < 4 {
+        return None;
+    }
+    let wanted = ATTENTION_GROUPS.div_ceil(rows).max(2);
+    let chunk_len = tiles.div_ceil(wanted) * ATTENTION_TILE;
+    Some((keys.div_ceil(chunk_len), chunk_len))
 }
 
 /// A frame buffer for output `info`, and the device tensor over it.
@@ -416,7 +434,7 @@ pub fn run(
         }
         _ => {}
     }
-    let mut rec = gpu.recorder();
+    let mut rec = gpu.op_recorder();
     let rec = &mut *rec;
     let last = |t: &Tensor| t.shape().last().copied().unwrap_or(1);
     if let Some((code, scalars)) = unary_code(op) {
@@ -835,14 +853,20 @@ pub fn run(
                 0,
             ]);
             p[12] = f(scale.unwrap_or(1.0 / (d as f32).sqrt()));
-            gpu.dispatch(
-                rec,
-                "attention",
-                &[&q, &k, &v, &o],
-                p,
-                (sq * heads) as u64,
-                1,
-            )?;
+            let rows = sq * heads;
+            match key_chunks(rows, n) {
+                Some((chunks, chunk_len)) => {
+                    let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
+                    let bufs = [&q, &k, &v, &o, part.buffer()];
+                    p[9] = 1;
+                    p[10] = chunks as u32;
+                    p[11] = chunk_len as u32;
+                    gpu.dispatch(rec, "attention", &bufs, p, (rows * chunks) as u64, 1)?;
+                    p[9] = 2;
+                    gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
+                }
+                None => gpu.dispatch(rec, "attention", &[&q, &k, &v, &o, &o], p, rows as u64, 1)?,
+            }
             Ok(vec![t])
         }
         Op::Embed => {
@@ -928,7 +952,7 @@ fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, Executio
     let d = x.shape().last().copied().unwrap_or(1);
     let rows = x.numel() / d.max(1);
     let ids = {
-        let mut rec = gpu.recorder();
+        let mut rec = gpu.op_recorder();
         let rec = &mut *rec;
         let xb = act(gpu, rec, x)?;
         let (first, n) = match op {
