@@ -81,6 +81,18 @@ models_8b() { # adapter report, tiny parity, the 8B-shaped GGUF and its .model i
   time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
   time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
 }
+prompt512() { # $M/p512.txt: a prompt of 511 tokens in the llama-bpe vocabulary (BOS included)
+  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
+}
+run_prompts() { # `run` on the 8B shape twice with a short and the 512-token prompt (--timings)
+  prompt512
+  for i in 1 2; do
+    say "8b run, short prompt ($i)"
+    $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+    say "8b run, 512-token prompt ($i)"
+    $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+}
 variant() { # label dir: tg128 of the 8B model with the shaders in dir
   say "8b tg128, $1"
   CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
@@ -129,7 +141,7 @@ tune)
     say "8b tg128, CYB_WGPU_BATCH=$n"
     CYB_WGPU_BATCH=$n $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 2
   done
-  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
+  prompt512
   for n in 4096 64; do
     say "8b run, 512-token prompt, CYB_WGPU_BATCH=$n"
     CYB_WGPU_BATCH=$n $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
@@ -141,7 +153,6 @@ runbench)
   # times, dispatch records), then llama.cpp-Vulkan. carry .gl .wgbin [.devbin/llvk]
   install_bin
   models_8b
-  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   say "8b bench tg128 host times (CYB_WGPU_PROFILE=host)"
@@ -150,12 +161,7 @@ runbench)
   CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
   say "8b run, short prompt, host times and dispatch records"
   CYB_WGPU_PROFILE=host $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings --dispatch >/dev/null
-  for i in 1 2; do
-    say "8b run, short prompt ($i)"
-    $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-    say "8b run, 512-token prompt ($i)"
-    $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-  done
+  run_prompts
   llvk $M/l8b.gguf 8b
   ;;
 decode)
@@ -165,19 +171,13 @@ decode)
   # carry .gl .wgbin [.devbin/llvk]
   install_bin
   models_8b
-  python3 -c "print(('The quick brown fox jumps over the lazy dog while the river runs to the sea. ' * 30).strip())" > $M/p512.txt
   if [ -x .wgbin/wgpu_kernels ]; then
     say "kernel tests on this GPU"
     .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
   fi
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  for i in 1 2; do
-    say "8b run, short prompt ($i)"
-    $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-    say "8b run, 512-token prompt ($i)"
-    $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-  done
+  run_prompts
   for be in wgpu reference; do
     say "tiny greedy text after the 512-token prompt, $be"
     $B run $M/tiny.model -f $M/p512.txt -n 24 --temp 0 --no-chat --backend $be --json \
