@@ -33,9 +33,15 @@ if [ ! -f "$BUILD/src/CMakeLists.txt" ]; then
 fi
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
+# AMX off: on the Sapphire Rapids VMs these scripts run on, llama.cpp's AMX weight buffers
+# (compiled in by -march=native) crash llama-bench at the first product (exit 139; with
+# `--repack 0` it runs); without them ggml keeps its AVX-512 / VNNI kernels and CPU repack.
+noamx=()
+[ "$(uname -m)" = x86_64 ] && noamx=("-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+  "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16")
 cmake -S "$BUILD/src" -B "$BUILD/cmake" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \
   -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=ON -DBUILD_SHARED_LIBS=OFF "${noamx[@]}"
 cmake --build "$BUILD/cmake" --target "${TARGETS[@]}" -j "${JOBS:-$(nproc)}"
 for t in "${TARGETS[@]}"; do [ -x "$BIN/$t" ] || { echo "build-llamacpp: $t missing" >&2; exit 1; }; done
 # The greedy-ids reference tool, linked against the same static libraries.

@@ -7,10 +7,10 @@
 //!   larger than one storage binding is split into row chunks.
 //! - Activations and KV caches ([`Backend::alloc`]) live on the GPU; op outputs
 //!   come from the [`alloc::GpuFrameAllocator`].
-//! - Ops are recorded into a command encoder that is submitted every 32
-//!   dispatches without waiting (the GPU runs the first layers while the host
-//!   records the rest) and when the host needs a value back (the sampled
-//!   token, or logits for the CPU sampler).
+//! - Ops are recorded into a command encoder that is submitted without
+//!   waiting at the first op boundary after 32 dispatches (the GPU runs the
+//!   first layers while the host records the rest) and when the host needs a
+//!   value back (the sampled token, or logits for the CPU sampler).
 //! - A model is warmed up at load ([`crate::backend::Capabilities::warm_up_at_load`]):
 //!   weights are uploaded and kernels built before the first request.
 //! - [`Backend::supports`] is exact per op and dtype; everything else falls
@@ -248,7 +248,7 @@ impl WgpuBackend {
         self.gpu.coop_matmul()
     }
 
-    /// Command submits since the device was made (one per 32 dispatches, and
+    /// Command submits since the device was made (about one per 32 dispatches, and
     /// one per read-back).
     pub fn submits(&self) -> u64 {
         self.gpu.submits()
