@@ -33,7 +33,8 @@ fn matmul_every_dtype_matches_reference() {
     let mut r = rng("matmul_every_dtype_matches_reference");
     for dtype in matmul_dtypes() {
         let k = k_for(dtype);
-        for m in [1, 3, 11] {
+        // 70 rows: two tiles of the matrix-unit kernel where the device has it.
+        for m in [1, 3, 11, 70] {
             let x = rand_tensor(&mut r, &[m, k]);
             let w = rand_weight(&mut r, &[37, k], dtype);
             let floor = matmul_typical(&x, &w);
@@ -102,7 +103,10 @@ fn fused_ops_match_reference() {
         eps: 1e-5,
         add_one: false,
     };
-    check(&op, &[x.clone(), g.clone(), wq], 1e-4, 0.0);
+    check(&op, &[x.clone(), g.clone(), wq.clone()], 1e-4, 0.0);
+    // More rows than one tile of the f32 kernel.
+    let x20 = rand_tensor(&mut r, &[20, k]);
+    check(&op, &[x20, g.clone(), wq], 1e-4, 0.0);
     let skip = rand_tensor(&mut r, &[m, k]);
     for add_one in [false, true] {
         let op = Op::FusedSkipNorm { eps: 1e-6, add_one };
@@ -130,7 +134,7 @@ fn fused_weights_of_one_encoding_match_reference() {
         let wv = rand_weight(&mut r, &[13, k], dtype);
         let wg = rand_weight(&mut r, &[51, k], dtype);
         let wu = rand_weight(&mut r, &[51, k], dtype);
-        for m in [1, 5] {
+        for m in [1, 5, 40] {
             let x = rand_tensor(&mut r, &[m, k]);
             let floor = matmul_typical(&x, &wq);
             for g in [gpu(), &plain] {
@@ -307,6 +311,7 @@ fn attention_matches_reference() {
         (3, 600, 600, 597, Mask::Causal),
         (2, 900, 900, 898, Mask::Sliding(300)),
         (1, 1000, 1000, 400, Mask::Causal),
+        (1, 1200, 1200, 1199, Mask::Sliding(300)),
     ] {
         let q = rand_tensor(&mut r, &[sq, h, d]);
         let k = rand_tensor(&mut r, &[m, hkv, d]);

@@ -62,8 +62,8 @@ pub(super) fn act(
     }
 }
 
-/// How attention of `rows` (query row, head) pairs over at most `keys` keys
-/// splits the keys (flash decoding): `(chunks, keys per chunk)` when there
+/// How attention of `rows` (query row, head) pairs, each over at most `keys`
+/// keys, splits the keys (flash decoding): `(chunks, keys per chunk)` when there
 /// are fewer rows than [`ATTENTION_GROUPS`] and at least four tiles of keys
 /// (a decode step over a long context), `None` for one pass.
 fn key_chunks(rows: usize, keys: usize) -> Option<(usize, usize)> {
@@ -854,7 +854,9 @@ pub fn run(
             ]);
             p[12] = f(scale.unwrap_or(1.0 / (d as f32).sqrt()));
             let rows = sq * heads;
-            match key_chunks(rows, n) {
+            // A row attends to at most the window's keys under a sliding mask.
+            let span = if kind == 2 { n.min(window) } else { n };
+            match key_chunks(rows, span) {
                 Some((chunks, chunk_len)) => {
                     let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
                     let bufs = [&q, &k, &v, &o, part.buffer()];
