@@ -1016,23 +1016,10 @@ mod tests {
             "kv_append",
             "rope_append",
         ];
-        let dtypes = [
-            DType::F32,
-            DType::F16,
-            DType::BF16,
-            DType::Q8_0,
-            DType::Q4_0,
-            DType::Q4_1,
-            DType::Q5_0,
-            DType::Q5_1,
-            DType::Q4K,
-            DType::Q5K,
-            DType::Q6K,
-        ];
         let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
         for k in with_dtype {
-            for d in dtypes {
-                keys.push(format!("{k}:{}", deq_name(d).unwrap()));
+            for name in DType::MATMUL_WEIGHTS.into_iter().filter_map(deq_name) {
+                keys.push(format!("{k}:{name}"));
             }
         }
         for subgroups in [false, true] {
