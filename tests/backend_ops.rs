@@ -50,9 +50,25 @@ fn simd_and_portable_dot_and_axpy_match_f64() {
             .zip(&b)
             .map(|(&x, &y)| (alpha as f64 * x as f64 + y as f64) as f32)
             .collect();
+        // An axpy's rounding error is relative to its terms, not to its result (which
+        // cancels to near zero where alpha x = -y).
+        let terms = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| (alpha * x).abs() + y.abs())
+            .fold(1e-6f32, f32::max);
+        let err = |y: &[f32]| {
+            y.iter()
+                .zip(&want)
+                .map(|(g, w)| (g - w).abs())
+                .fold(0.0f32, f32::max)
+                / terms
+        };
         assert!(
-            rel_err(&y1, &want) < 1e-6 && rel_err(&y2, &want) < 1e-6,
-            "axpy n={n}"
+            err(&y1) < 1e-6 && err(&y2) < 1e-6,
+            "axpy n={n}: error {} / {} of the terms' size",
+            err(&y1),
+            err(&y2)
         );
         #[cfg(target_arch = "x86_64")]
         if simd::has_avx2_fma() {
@@ -191,7 +207,10 @@ fn unary_ops_and_glus() {
             // Scale up so activations see their tails, not just the linear part.
             let v = values(&mut r, rows * n).iter().map(|v| v * 6.0).collect();
             let x = Tensor::from_f32(&[rows, n], v).unwrap();
-            check_op(op, &[x], F32_TOL, 2);
+            // In f32 an activation's error follows its input's size: in a tail such as
+            // GELU's (0.5 x (1 + erf), cancelling for x < -2) the reference's own rounding
+            // is about 6e-8 |x|, so outputs below 1 are judged against 1.
+            check_op_floor(op, &[x], F32_TOL, 2, 1.0);
         }
         for op in [Op::SwiGlu, Op::GeGlu] {
             let (g, u) = (

@@ -11,16 +11,25 @@ use cyb_llm::DType;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-/// A seeded generator; the seed comes from `CYB_TEST_SEED` or the clock and is printed.
+/// A seeded generator. The seed is fixed per test name, so a run is reproducible (CI
+/// sees the same inputs every time); `CYB_TEST_SEED=N` picks seed N and
+/// `CYB_TEST_SEED=clock` a new one per run, as `scripts/seed-sweep.sh` does to search
+/// for inputs a tolerance does not cover. The seed is printed.
 pub fn rng(test: &str) -> ChaCha8Rng {
-    let seed = std::env::var("CYB_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-        });
+    let fixed = || {
+        test.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        })
+    };
+    let seed = match std::env::var("CYB_TEST_SEED").ok().as_deref() {
+        Some("clock") => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64),
+        Some(s) => s.parse().unwrap_or_else(|_| {
+            panic!("CYB_TEST_SEED={s}: expected an unsigned integer or `clock`")
+        }),
+        None => fixed(),
+    };
     eprintln!("{test}: seed {seed} (rerun with CYB_TEST_SEED={seed})");
     ChaCha8Rng::seed_from_u64(seed)
 }
