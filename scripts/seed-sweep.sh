@@ -2,14 +2,14 @@
 # Runs the seeded test binaries (random inputs from tests/backend_util) with many random
 # seeds, to find inputs a tolerance does not cover before CI does. The default test run
 # uses one fixed seed per test; this sweep prints every failing seed and what failed.
-#   scripts/seed-sweep.sh [ROUNDS] [TEST ...]    (default 100 rounds of backend_ops, backend_dispatch)
+#   scripts/seed-sweep.sh [ROUNDS] [TEST ...]    (default 100 rounds of backend_ops, backend_dispatch, nox_ops)
 # wgpu_kernels and wgpu_graph_ops need a Vulkan adapter (lavapipe: mesa-vulkan-drivers).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-100}
 shift || true
 tests=("${@:-backend_ops}")
-[ $# -gt 0 ] || tests=(backend_ops backend_dispatch)
+[ $# -gt 0 ] || tests=(backend_ops backend_dispatch nox_ops)
 logs=$(mktemp -d)
 failures=0
 for t in "${tests[@]}"; do

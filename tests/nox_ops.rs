@@ -1,7 +1,7 @@
 //! The nox backend's own math and ops against independent references:
 //! its exp / tanh / erf / sin / cos against the platform's f64 functions, and
 //! every op it implements against the CPU reference library (ops.md one-op
-//! tolerance 1e-5) on fresh seeded random inputs of odd sizes.
+//! tolerance 1e-5) on seeded random inputs of odd sizes (`scripts/seed-sweep.sh` draws fresh seeds).
 
 use cyb_llm::backend::cpu::reference;
 use cyb_llm::backend::nox::{self, math};
@@ -11,10 +11,11 @@ use cyb_llm::backend::{
 use cyb_llm::DType;
 use rand::{Rng, SeedableRng};
 
+mod backend_util;
+
+/// The test's seed: fixed per test unless `CYB_TEST_SEED` says otherwise (backend_util).
 fn seed() -> u64 {
-    let s = rand::random::<u64>();
-    eprintln!("seed {s}");
-    s
+    backend_util::seed("nox_ops")
 }
 
 fn ulps(a: f32, b: f32) -> u32 {

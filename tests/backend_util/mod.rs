@@ -16,6 +16,11 @@ use rand_chacha::ChaCha8Rng;
 /// `CYB_TEST_SEED=clock` a new one per run, as `scripts/seed-sweep.sh` does to search
 /// for inputs a tolerance does not cover. The seed is printed.
 pub fn rng(test: &str) -> ChaCha8Rng {
+    ChaCha8Rng::seed_from_u64(seed(test))
+}
+
+/// The seed [`rng`] uses for `test` (printed).
+pub fn seed(test: &str) -> u64 {
     let fixed = || {
         test.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
@@ -31,7 +36,7 @@ pub fn rng(test: &str) -> ChaCha8Rng {
         None => fixed(),
     };
     eprintln!("{test}: seed {seed} (rerun with CYB_TEST_SEED={seed})");
-    ChaCha8Rng::seed_from_u64(seed)
+    seed
 }
 
 /// Values uniform in [-1, 1), never all zero.
