@@ -36,6 +36,7 @@
 //! costs as many bytes as the weight.
 
 use super::act::{quantize_q8k, Q8KBlock};
+use super::avx2::prefetch;
 use super::KernelPath;
 use crate::dtype::DType;
 use rayon::prelude::*;
@@ -207,6 +208,34 @@ unsafe fn byte(v: __m256i, j: usize) -> __m256i {
     )
 }
 
+/// `a * b` in each i32 lane, exactly, for `a` in the i16 range and `b` in `0..=0xffff` (an
+/// i16 in the lane's low half, zero above): one `vpmaddwd`, which multiplies the low halves
+/// and adds the high halves' product (zero). Half the cost of `vpmulld` on Intel cores (one
+/// micro-op instead of two).
+#[inline(always)]
+unsafe fn mul16(a: __m256i, b: __m256i) -> __m256i {
+    _mm256_madd_epi16(a, b)
+}
+
+/// How far ahead of the group block being read its successors are prefetched. Measured on an
+/// Intel Xeon (Sapphire Rapids, 2 vCPUs, huge pages), q4_k / q6_k at 2048x8192 and 8192x2048:
+/// without prefetch (and with vpmulld) 18 / 14 GB/s, 4 KiB ahead 18-21, 2 KiB 21-23, 1 KiB 22-24, 512 B 21-23; the
+/// llama-1b shape's decode 19.0 t/s at 4 KiB, 23.6-24.2 at 2 KiB, 24.9-25.0 at 1 KiB. One
+/// stream per task (the row kernels read four) needs less lead.
+const GROUP_PREFETCH_AHEAD: usize = 1024;
+
+/// Asks for the cache lines of the group block [`GROUP_PREFETCH_AHEAD`] bytes after the one
+/// at `p` (`len` bytes): a task reads its groups' blocks in one ascending run, and the
+/// hardware prefetcher alone leaves the products waiting on memory.
+#[inline(always)]
+unsafe fn prefetch_group_block(p: *const u8, len: usize) {
+    let mut o = 0;
+    while o < len {
+        prefetch(p.wrapping_add(GROUP_PREFETCH_AHEAD + o));
+        o += 64;
+    }
+}
+
 /// The top two bits of each byte of `u`, moved to bits 4..6 (the high part of the q4_k
 /// scales and mins 4..8).
 #[inline(always)]
@@ -244,6 +273,7 @@ unsafe fn group_q4k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
     let mut acc_m = [_mm256_setzero_ps(); 8];
     for (g, q) in w.chunks_exact(ROWS * 144).zip(a) {
         let p = g.as_ptr();
+        prefetch_group_block(p, ROWS * 144);
         let (u0, u1, u2) = (load(p.add(32)), load(p.add(64)), load(p.add(96)));
         // Scales 0..4 and 4..8, mins 0..4 and 4..8: one byte per scale in each row's lane.
         let sc = [
@@ -268,8 +298,9 @@ unsafe fn group_q4k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
                 let codes_hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
                 let lo = _mm256_dpbusd_epi32(zero, codes_lo, four(qa.add(64 * c + 4 * i)));
                 let hi = _mm256_dpbusd_epi32(zero, codes_hi, four(qa.add(64 * c + 32 + 4 * i)));
-                *sum = _mm256_add_epi32(*sum, _mm256_mullo_epi32(lo, s0));
-                *sum = _mm256_add_epi32(*sum, _mm256_mullo_epi32(hi, s1));
+                // |lo|, |hi| <= 4 * 15 * 128 and the scales are 6-bit: exact in mul16.
+                *sum = _mm256_add_epi32(*sum, mul16(lo, s0));
+                *sum = _mm256_add_epi32(*sum, mul16(hi, s1));
             }
         }
         let da = _mm256_set1_ps(q.d);
@@ -281,7 +312,8 @@ unsafe fn group_q4k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
         for i in 0..8 {
             acc[i] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sums[i]), acc[i]);
             let bs = _mm256_set1_epi32(q.bsums32[i]);
-            let m = _mm256_mullo_epi32(byte(mn[i / 4], i % 4), bs);
+            // |bsums32| <= 32 * 128, the mins 6-bit.
+            let m = mul16(bs, byte(mn[i / 4], i % 4));
             acc_m[i] = _mm256_fmadd_ps(dmin, _mm256_cvtepi32_ps(m), acc_m[i]);
         }
     }
@@ -301,19 +333,22 @@ unsafe fn group_q6k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
     let m2 = _mm256_set1_epi8(3);
     let zero = _mm256_setzero_si256();
     let mut acc = [_mm256_setzero_ps(); 8];
+    let low_half = _mm256_set1_epi32(0xffff);
     for (g, q) in w.chunks_exact(ROWS * 210).zip(a) {
         let p = g.as_ptr();
-        // Scale j of the eight rows as i32 lanes.
+        prefetch_group_block(p, ROWS * 210);
+        // Scale j of the eight rows as i16 in the low half of i32 lanes (for mul16).
         let mut sc = [zero; 16];
         for (j, s) in sc.iter_mut().enumerate() {
-            *s = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(16 + 8 * j) as *const __m128i));
+            let wide = _mm256_cvtepi8_epi32(_mm_loadl_epi64(p.add(16 + 8 * j) as *const __m128i));
+            *s = _mm256_and_si256(wide, low_half);
         }
-        // Lane i starts at -32 (sc[i] bsums[i] + sc[i + 8] bsums[i + 8]).
+        // Lane i starts at -32 (sc[i] bsums[i] + sc[i + 8] bsums[i + 8]); |bsums| <= 16 * 128.
         let mut sums = [zero; 8];
         for (i, sum) in sums.iter_mut().enumerate() {
             let off = _mm256_add_epi32(
-                _mm256_mullo_epi32(sc[i], _mm256_set1_epi32(q.bsums[i])),
-                _mm256_mullo_epi32(sc[i + 8], _mm256_set1_epi32(q.bsums[i + 8])),
+                mul16(_mm256_set1_epi32(q.bsums[i]), sc[i]),
+                mul16(_mm256_set1_epi32(q.bsums[i + 8]), sc[i + 8]),
             );
             *sum = _mm256_sub_epi32(zero, _mm256_slli_epi32(off, 5));
         }
@@ -343,7 +378,8 @@ unsafe fn group_q6k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
                 for (t, c) in codes.into_iter().enumerate() {
                     let dot = _mm256_dpbusd_epi32(zero, c, four(qa.add(128 * h + 32 * t + 4 * i)));
                     let scale = sc[8 * h + 2 * t + i / 4];
-                    *sum = _mm256_add_epi32(*sum, _mm256_mullo_epi32(dot, scale));
+                    // |dot| <= 4 * 63 * 128 < 2^15: exact in mul16.
+                    *sum = _mm256_add_epi32(*sum, mul16(dot, scale));
                 }
             }
         }
