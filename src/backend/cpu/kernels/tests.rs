@@ -312,6 +312,8 @@ fn multi_row_kernels_match_portable() {
         (13, 9),
         (8, 16),
         (29, 33),
+        // Several batches of k-quant panels (the last one short) against chunks of rows.
+        (150, 70),
     ];
     for dtype in dtypes {
         for (n, m) in shapes {
@@ -328,6 +330,7 @@ fn multi_row_kernels_match_portable() {
                 })
                 .collect();
             let avx2 = paths().iter().position(|&p| p == KernelPath::Avx2);
+            let typical = reference(dtype, &w, n, k, &x, m).typical;
             for (o, path) in outs.iter().zip(paths()).skip(1) {
                 #[cfg(target_arch = "x86_64")]
                 let panel = use_panel(path, dtype, m);
@@ -345,7 +348,8 @@ fn multi_row_kernels_match_portable() {
                     let a = &outs[avx2.unwrap()];
                     assert_eq!(o, a, "{dtype} n={n} m={m}: VNNI vs AVX2 kernels");
                 } else {
-                    let e = rel_error(o, &outs[0], 0.0);
+                    // Against the outputs' typical size: one output's sum can cancel.
+                    let e = rel_error(o, &outs[0], typical);
                     assert!(
                         e <= 1e-5,
                         "{dtype} {path:?} n={n} m={m}: paths differ by {e:e}"
