@@ -1058,7 +1058,7 @@ struct Panel {
 /// columns).
 struct OutPtr(*mut f32);
 
-// SAFETY: the tasks of `for_each_panel` write disjoint columns of the output through it.
+// SAFETY: the tasks of `for_each_panel_batch` write disjoint columns of the output through it.
 unsafe impl Sync for OutPtr {}
 unsafe impl Send for OutPtr {}
 
@@ -1066,31 +1066,6 @@ impl OutPtr {
     fn get(&self) -> *mut f32 {
         self.0
     }
-}
-
-/// Calls `work(scratch, weight rows, n0, rows)` for each panel of [`PANEL`] rows (`rows` of
-/// them, from row `n0`) of the `n` weight rows of `row_bytes` in `w`, the panels spread over
-/// the rayon pool; each task makes its scratch panel once with `new`.
-fn for_each_panel<P>(
-    w: &[u8],
-    n: usize,
-    row_bytes: usize,
-    new: impl Fn() -> P + Sync + Send,
-    work: impl Fn(&mut P, &[u8], usize, usize) + Sync + Send,
-) {
-    use rayon::prelude::*;
-    let panels = n.div_ceil(PANEL);
-    let threads = rayon::current_num_threads().max(1);
-    let per_task = panels.div_ceil(threads * 4).max(1);
-    (0..panels.div_ceil(per_task))
-        .into_par_iter()
-        .for_each_init(new, |panel, t| {
-            for p in t * per_task..((t + 1) * per_task).min(panels) {
-                let n0 = p * PANEL;
-                let rows = (n - n0).min(PANEL);
-                work(panel, &w[n0 * row_bytes..(n0 + rows) * row_bytes], n0, rows);
-            }
-        });
 }
 
 /// `Y[m, n] = X W^T` for the 32-value encodings of [`has_panel`], eight weight rows at a time:
@@ -1122,21 +1097,50 @@ pub(super) fn panel_matmul(
         m: vec![0.0; nb * PANEL],
         offset_by_s: matches!(dtype, DType::Q4_1 | DType::Q5_1),
     };
-    for_each_panel(w, n, row_bytes, new_panel, |panel, rows_w, n0, rows| {
-        // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition), AVX-512 VNNI + VL where
-        // `vnni`; `rows_w` holds `rows` rows of `nb` blocks, `acts` `m` rows of `nb` blocks
-        // (asserted above), and this task alone writes columns `n0..n0 + rows` of the `m`
-        // rows of `n` outputs.
-        unsafe {
-            decode_panel(dtype, rows_w, nb, panel);
-            if vnni {
-                panel_rows_vnni(panel, nb, acts, m, out.get(), n, n0, rows);
-            } else {
-                panel_rows(panel, nb, acts, m, out.get(), n, n0, rows);
+    for_each_panel_batch(
+        w,
+        n,
+        row_bytes,
+        PANEL_BATCH,
+        new_panel,
+        |panels, rows_w, n0| {
+            let count = rows_w.len().div_ceil(PANEL * row_bytes);
+            for (j, panel) in panels[..count].iter_mut().enumerate() {
+                let w =
+                    &rows_w[j * PANEL * row_bytes..rows_w.len().min((j + 1) * PANEL * row_bytes)];
+                // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); `w` holds at most
+                // PANEL rows of `nb` blocks.
+                unsafe { decode_panel(dtype, w, nb, panel) };
             }
-        }
-    });
+            let mut r0 = 0;
+            while r0 < m {
+                let r1 = (r0 + PANEL_CHUNK_ROWS).min(m);
+                for (j, panel) in panels[..count].iter().enumerate() {
+                    let first = n0 + j * PANEL;
+                    let rows = (n - first).min(PANEL);
+                    // SAFETY: AVX2/FMA/F16C detected, AVX-512 VNNI + VL where `vnni`; `acts`
+                    // holds `m` rows of `nb` blocks (asserted above), and this task alone writes
+                    // columns `first..first + rows` of the `m` rows of `n` outputs.
+                    unsafe {
+                        if vnni {
+                            panel_rows_vnni(panel, nb, acts, r0, r1, out.get(), n, first, rows);
+                        } else {
+                            panel_rows(panel, nb, acts, r0, r1, out.get(), n, first, rows);
+                        }
+                    }
+                }
+                r0 = r1;
+            }
+        },
+    );
 }
+
+/// Panels that [`panel_matmul`] decodes together and runs against each chunk of
+/// [`PANEL_CHUNK_ROWS`] activation rows (as [`k_panel_matmul`] does).
+const PANEL_BATCH: usize = 8;
+
+/// Activation rows per chunk in [`panel_matmul`].
+const PANEL_CHUNK_ROWS: usize = 32;
 
 /// Transposes eight vectors of eight 32-bit lanes.
 #[inline(always)]
@@ -1217,7 +1221,38 @@ unsafe fn panel_rows_with(
     panel: &Panel,
     nb: usize,
     acts: &[Q8Block],
-    m: usize,
+    r0: usize,
+    r1: usize,
+    y: *mut f32,
+    n: usize,
+    n0: usize,
+    rows: usize,
+    isum: impl Fn(*const __m256i, *const i32) -> __m256i + Copy,
+) {
+    let mut r = r0;
+    while r + PANEL_ACT_ROWS <= r1 {
+        panel_tile::<PANEL_ACT_ROWS>(panel, nb, acts, r, y, n, n0, rows, isum);
+        r += PANEL_ACT_ROWS;
+    }
+    while r < r1 {
+        panel_tile::<1>(panel, nb, acts, r, y, n, n0, rows, isum);
+        r += 1;
+    }
+}
+
+/// Activation rows [`panel_rows_with`] runs together, so that each block's code vectors are
+/// loaded once for all of them.
+const PANEL_ACT_ROWS: usize = 4;
+
+/// [`panel_rows_with`] for the `R` activation rows from `r0`; each row's arithmetic is the
+/// same, step for step, whatever `R`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn panel_tile<const R: usize>(
+    panel: &Panel,
+    nb: usize,
+    acts: &[Q8Block],
+    r0: usize,
     y: *mut f32,
     n: usize,
     n0: usize,
@@ -1225,23 +1260,25 @@ unsafe fn panel_rows_with(
     isum: impl Fn(*const __m256i, *const i32) -> __m256i,
 ) {
     let codes = panel.codes.as_ptr();
-    for r in 0..m {
-        let a = &acts[r * nb..(r + 1) * nb];
-        let mut acc = _mm256_setzero_ps();
-        for (b, q) in a.iter().enumerate() {
+    let mut acc = [_mm256_setzero_ps(); R];
+    for b in 0..nb {
+        let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
+        let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
+        for (i, acc) in acc.iter_mut().enumerate() {
+            let q = &acts[(r0 + i) * nb + b];
             let s = isum(codes.add(b * 8), q.qs.as_ptr() as *const i32);
-            let dv = _mm256_loadu_ps(panel.d.as_ptr().add(b * PANEL));
-            let mv = _mm256_loadu_ps(panel.m.as_ptr().add(b * PANEL));
             let offset = if panel.offset_by_s {
                 q.s
             } else {
                 q.d * q.sum as f32
             };
-            acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), acc);
+            *acc = _mm256_fmadd_ps(mv, _mm256_set1_ps(offset), *acc);
             let dd = _mm256_mul_ps(dv, _mm256_set1_ps(q.d));
-            acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), acc);
+            *acc = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(s), *acc);
         }
-        store_rows(acc, y.add(r * n + n0), rows);
+    }
+    for (i, acc) in acc.into_iter().enumerate() {
+        store_rows(acc, y.add((r0 + i) * n + n0), rows);
     }
 }
 
@@ -1253,14 +1290,15 @@ unsafe fn panel_rows(
     panel: &Panel,
     nb: usize,
     acts: &[Q8Block],
-    m: usize,
+    r0: usize,
+    r1: usize,
     y: *mut f32,
     n: usize,
     n0: usize,
     rows: usize,
 ) {
     let ones = _mm256_set1_epi16(1);
-    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+    panel_rows_with(panel, nb, acts, r0, r1, y, n, n0, rows, |c, qp| {
         let step = |s: usize| {
             _mm256_maddubs_epi16(*c.add(s), _mm256_set1_epi32(qp.add(s).read_unaligned()))
         };
@@ -1285,13 +1323,14 @@ unsafe fn panel_rows_vnni(
     panel: &Panel,
     nb: usize,
     acts: &[Q8Block],
-    m: usize,
+    r0: usize,
+    r1: usize,
     y: *mut f32,
     n: usize,
     n0: usize,
     rows: usize,
 ) {
-    panel_rows_with(panel, nb, acts, m, y, n, n0, rows, |c, qp| {
+    panel_rows_with(panel, nb, acts, r0, r1, y, n, n0, rows, |c, qp| {
         let mut s = [_mm256_setzero_si256(); 2];
         for i in 0..8 {
             let a = _mm256_set1_epi32(qp.add(i).read_unaligned());
