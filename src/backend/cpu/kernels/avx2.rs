@@ -1058,7 +1058,7 @@ struct Panel {
 /// columns).
 struct OutPtr(*mut f32);
 
-// SAFETY: the tasks of `for_each_panel_batch` write disjoint columns of the output through it.
+// SAFETY: the tasks of `panel_batches` write disjoint columns of the output through it.
 unsafe impl Sync for OutPtr {}
 unsafe impl Send for OutPtr {}
 
@@ -1097,50 +1097,29 @@ pub(super) fn panel_matmul(
         m: vec![0.0; nb * PANEL],
         offset_by_s: matches!(dtype, DType::Q4_1 | DType::Q5_1),
     };
-    for_each_panel_batch(
+    panel_batches(
         w,
         n,
         row_bytes,
-        PANEL_BATCH,
+        m,
         new_panel,
-        |panels, rows_w, n0| {
-            let count = rows_w.len().div_ceil(PANEL * row_bytes);
-            for (j, panel) in panels[..count].iter_mut().enumerate() {
-                let w =
-                    &rows_w[j * PANEL * row_bytes..rows_w.len().min((j + 1) * PANEL * row_bytes)];
-                // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); `w` holds at most
-                // PANEL rows of `nb` blocks.
-                unsafe { decode_panel(dtype, w, nb, panel) };
-            }
-            let mut r0 = 0;
-            while r0 < m {
-                let r1 = (r0 + PANEL_CHUNK_ROWS).min(m);
-                for (j, panel) in panels[..count].iter().enumerate() {
-                    let first = n0 + j * PANEL;
-                    let rows = (n - first).min(PANEL);
-                    // SAFETY: AVX2/FMA/F16C detected, AVX-512 VNNI + VL where `vnni`; `acts`
-                    // holds `m` rows of `nb` blocks (asserted above), and this task alone writes
-                    // columns `first..first + rows` of the `m` rows of `n` outputs.
-                    unsafe {
-                        if vnni {
-                            panel_rows_vnni(panel, nb, acts, r0, r1, out.get(), n, first, rows);
-                        } else {
-                            panel_rows(panel, nb, acts, r0, r1, out.get(), n, first, rows);
-                        }
-                    }
+        // SAFETY: AVX2/FMA/F16C detected (the kernels' precondition); `rows_w` holds at most
+        // PANEL rows of `nb` blocks.
+        |panel, rows_w| unsafe { decode_panel(dtype, rows_w, nb, panel) },
+        |panel, r0, r1, n0, rows| {
+            // SAFETY: AVX2/FMA/F16C detected, AVX-512 VNNI + VL where `vnni`; `acts` holds `m`
+            // rows of `nb` blocks (asserted above), and this task alone writes columns
+            // `n0..n0 + rows` of the `m` rows of `n` outputs.
+            unsafe {
+                if vnni {
+                    panel_rows_vnni(panel, nb, acts, r0, r1, out.get(), n, n0, rows);
+                } else {
+                    panel_rows(panel, nb, acts, r0, r1, out.get(), n, n0, rows);
                 }
-                r0 = r1;
             }
         },
     );
 }
-
-/// Panels that [`panel_matmul`] decodes together and runs against each chunk of
-/// [`PANEL_CHUNK_ROWS`] activation rows (as [`k_panel_matmul`] does).
-const PANEL_BATCH: usize = 8;
-
-/// Activation rows per chunk in [`panel_matmul`].
-const PANEL_CHUNK_ROWS: usize = 32;
 
 /// Transposes eight vectors of eight 32-bit lanes.
 #[inline(always)]
@@ -1383,9 +1362,8 @@ fn k_panel_shape(dtype: DType) -> (usize, usize, usize) {
 /// sc_j`), then in f32, in block order, as the portable kernels (bit for bit):
 /// `acc += (d * d_a) * isum - (dmin * d_a) * msum` (q4_k / q5_k) or
 /// `acc += (d * d_a) * (isum - msum)` (q6_k). `acts` holds `m` rows of `k / 256` blocks.
-/// Each task decodes [`K_PANEL_BATCH`] panels, then runs them against the activation rows
-/// [`K_PANEL_CHUNK_ROWS`] at a time, so that the activations are read from memory once per
-/// batch rather than once per panel (llama-1b shape pp512 on an Intel Xeon, 2 threads: +8-10%).
+/// Batched as [`panel_batches`] says (llama-1b shape pp512 on an Intel Xeon, 2 threads: +8-10%
+/// over one panel at a time).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn k_panel_matmul(
     dtype: DType,
@@ -1411,93 +1389,95 @@ pub(super) fn k_panel_matmul(
         d: vec![0.0; nb * PANEL],
         dmin: vec![0.0; nb * PANEL],
     };
-    for_each_panel_batch(
+    panel_batches(
         w,
         n,
         row_bytes,
-        K_PANEL_BATCH,
+        m,
         new_panel,
-        |panels, rows_w, n0| {
-            let count = rows_w.len().div_ceil(PANEL * row_bytes);
-            for (j, panel) in panels[..count].iter_mut().enumerate() {
-                let w =
-                    &rows_w[j * PANEL * row_bytes..rows_w.len().min((j + 1) * PANEL * row_bytes)];
-                // SAFETY: as in `panel_matmul`.
-                unsafe { decode_k_panel(dtype, w, nb, vnni, panel) };
-            }
-            // The activation rows in chunks that stay in cache while every panel of the batch
-            // runs against them (one panel at a time streamed all `m` rows per eight weight rows).
-            let mut r0 = 0;
-            while r0 < m {
-                let r1 = (r0 + K_PANEL_CHUNK_ROWS).min(m);
-                for (j, panel) in panels[..count].iter().enumerate() {
-                    let first = n0 + j * PANEL;
-                    let rows = (n - first).min(PANEL);
-                    // SAFETY: as in `panel_matmul`.
-                    unsafe {
-                        let y = out.get();
-                        match (dtype, vnni) {
-                            (DType::Q4K, false) => k_panel_rows::<8, 4, false>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                            (DType::Q5K, false) => k_panel_rows::<16, 4, false>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                            (_, false) => k_panel_rows::<32, 8, true>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                            (DType::Q4K, true) => k_panel_rows_vnni::<8, 4, false>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                            (DType::Q5K, true) => k_panel_rows_vnni::<16, 4, false>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                            (_, true) => k_panel_rows_vnni::<32, 8, true>(
-                                panel, nb, acts, r0, r1, y, n, first, rows,
-                            ),
-                        }
+        // SAFETY: as in `panel_matmul`.
+        |panel, rows_w| unsafe { decode_k_panel(dtype, rows_w, nb, vnni, panel) },
+        |panel, r0, r1, n0, rows| {
+            // SAFETY: as in `panel_matmul`.
+            unsafe {
+                let y = out.get();
+                match (dtype, vnni) {
+                    (DType::Q4K, false) => {
+                        k_panel_rows::<8, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
+                    }
+                    (DType::Q5K, false) => {
+                        k_panel_rows::<16, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
+                    }
+                    (_, false) => {
+                        k_panel_rows::<32, 8, true>(panel, nb, acts, r0, r1, y, n, n0, rows)
+                    }
+                    (DType::Q4K, true) => {
+                        k_panel_rows_vnni::<8, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
+                    }
+                    (DType::Q5K, true) => {
+                        k_panel_rows_vnni::<16, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
+                    }
+                    (_, true) => {
+                        k_panel_rows_vnni::<32, 8, true>(panel, nb, acts, r0, r1, y, n, n0, rows)
                     }
                 }
-                r0 = r1;
             }
         },
     );
 }
 
-/// Panels of eight weight rows that [`k_panel_matmul`] decodes together and runs against each
+/// Panels of eight weight rows that [`panel_batches`] decodes together and runs against each
 /// chunk of activation rows.
-const K_PANEL_BATCH: usize = 8;
+const PANEL_BATCH: usize = 8;
 
-/// Activation rows per chunk in [`k_panel_matmul`] (batches of 4, 8, 16 panels and chunks of
-/// 8 to 64 rows measured within 3% of each other; one panel against all rows 8-10% slower).
-const K_PANEL_CHUNK_ROWS: usize = 32;
+/// Activation rows per chunk in [`panel_batches`] (for the k-quants, batches of 4, 8, 16
+/// panels and chunks of 8 to 64 rows measured within 3% of each other; one panel against all
+/// rows 8-10% slower).
+const PANEL_CHUNK_ROWS: usize = 32;
 
-/// Calls `work(scratch, weight rows, n0)` for each batch of `batch` panels of [`PANEL`] rows
-/// (the last batch and panel may be short) of the `n` weight rows of `row_bytes` in `w`, the
-/// batches spread over the rayon pool; each task makes its `batch` scratch panels once with
-/// `new`.
-fn for_each_panel_batch<P>(
+/// Runs the panels of [`PANEL`] rows of the `n` weight rows of `row_bytes` in `w` against the
+/// `m` activation rows, the work spread over the rayon pool in batches of [`PANEL_BATCH`]
+/// panels: a task makes its scratch panels once with `new`, `decode`s each panel of a batch
+/// (its weight rows, at most [`PANEL`]), then calls `run(panel, r0, r1, n0, rows)` for each
+/// chunk `r0..r1` of [`PANEL_CHUNK_ROWS`] activation rows and each panel (rows `n0..n0 +
+/// rows`), so that a chunk stays in cache while the whole batch runs against it (one panel at
+/// a time against all `m` rows read the activations from memory once per eight weight rows).
+fn panel_batches<P>(
     w: &[u8],
     n: usize,
     row_bytes: usize,
-    batch: usize,
+    m: usize,
     new: impl Fn() -> P + Sync + Send,
-    work: impl Fn(&mut [P], &[u8], usize) + Sync + Send,
+    decode: impl Fn(&mut P, &[u8]) + Sync + Send,
+    run: impl Fn(&P, usize, usize, usize, usize) + Sync + Send,
 ) {
     use rayon::prelude::*;
-    let rows_per_batch = batch * PANEL;
+    let rows_per_batch = PANEL_BATCH * PANEL;
     let batches = n.div_ceil(rows_per_batch);
     let threads = rayon::current_num_threads().max(1);
     let per_task = batches.div_ceil(threads * 4).max(1);
     (0..batches.div_ceil(per_task))
         .into_par_iter()
         .for_each_init(
-            || (0..batch).map(|_| new()).collect::<Vec<P>>(),
+            || (0..PANEL_BATCH).map(|_| new()).collect::<Vec<P>>(),
             |panels, t| {
                 for b in t * per_task..((t + 1) * per_task).min(batches) {
                     let n0 = b * rows_per_batch;
-                    let rows = (n - n0).min(rows_per_batch);
-                    work(panels, &w[n0 * row_bytes..(n0 + rows) * row_bytes], n0);
+                    let count = (n - n0).div_ceil(PANEL).min(PANEL_BATCH);
+                    for (j, panel) in panels[..count].iter_mut().enumerate() {
+                        let first = n0 + j * PANEL;
+                        let rows = (n - first).min(PANEL);
+                        decode(panel, &w[first * row_bytes..(first + rows) * row_bytes]);
+                    }
+                    let mut r0 = 0;
+                    while r0 < m {
+                        let r1 = (r0 + PANEL_CHUNK_ROWS).min(m);
+                        for (j, panel) in panels[..count].iter().enumerate() {
+                            let first = n0 + j * PANEL;
+                            run(panel, r0, r1, first, (n - first).min(PANEL));
+                        }
+                        r0 = r1;
+                    }
                 }
             },
         );
