@@ -1389,6 +1389,14 @@ pub(super) fn k_panel_matmul(
         d: vec![0.0; nb * PANEL],
         dmin: vec![0.0; nb * PANEL],
     };
+    let run: KPanelRows = match (dtype, vnni) {
+        (DType::Q4K, false) => k_panel_rows::<8, 4, false>,
+        (DType::Q5K, false) => k_panel_rows::<16, 4, false>,
+        (_, false) => k_panel_rows::<32, 8, true>,
+        (DType::Q4K, true) => k_panel_rows_vnni::<8, 4, false>,
+        (DType::Q5K, true) => k_panel_rows_vnni::<16, 4, false>,
+        (_, true) => k_panel_rows_vnni::<32, 8, true>,
+    };
     panel_batches(
         w,
         n,
@@ -1397,32 +1405,8 @@ pub(super) fn k_panel_matmul(
         new_panel,
         // SAFETY: as in `panel_matmul`.
         |panel, rows_w| unsafe { decode_k_panel(dtype, rows_w, nb, vnni, panel) },
-        |panel, r0, r1, n0, rows| {
-            // SAFETY: as in `panel_matmul`.
-            unsafe {
-                let y = out.get();
-                match (dtype, vnni) {
-                    (DType::Q4K, false) => {
-                        k_panel_rows::<8, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                    (DType::Q5K, false) => {
-                        k_panel_rows::<16, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                    (_, false) => {
-                        k_panel_rows::<32, 8, true>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                    (DType::Q4K, true) => {
-                        k_panel_rows_vnni::<8, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                    (DType::Q5K, true) => {
-                        k_panel_rows_vnni::<16, 4, false>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                    (_, true) => {
-                        k_panel_rows_vnni::<32, 8, true>(panel, nb, acts, r0, r1, y, n, n0, rows)
-                    }
-                }
-            }
-        },
+        // SAFETY: as in `panel_matmul`.
+        |panel, r0, r1, n0, rows| unsafe { run(panel, nb, acts, r0, r1, out.get(), n, n0, rows) },
     );
 }
 
@@ -1553,6 +1537,10 @@ unsafe fn decode_k_panel(dtype: DType, w: &[u8], nb: usize, paired: bool, panel:
         }
     }
 }
+
+/// [`k_panel_rows`] or [`k_panel_rows_vnni`] for one k-quant and scale layout.
+type KPanelRows =
+    unsafe fn(&KPanel, usize, &[Q8KBlock], usize, usize, *mut f32, usize, usize, usize);
 
 /// Defines `$name`, [`k_panel_all_rows`] compiled for `$features` with `VNNI = $vnni`.
 macro_rules! k_panel_entry {
