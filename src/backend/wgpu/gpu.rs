@@ -15,8 +15,9 @@ pub const PARAM_BYTES: u64 = 128;
 /// Parameter blocks per batch; a batch that needs more is submitted early.
 const PARAM_SLOTS: u64 = 4096;
 /// Dispatches recorded before a submit that does not wait, made at the next
-/// op boundary ([`Gpu::op_recorder`]; `CYB_WGPU_BATCH` overrides). 8B-shaped Q4_0 decode on an H200, tg128: 131 t/s submitting once
-/// per step, 165 at 32, 164 at 64, 153 at 128 (BENCHMARKS.md).
+/// op boundary ([`Gpu::op_recorder`]; `CYB_WGPU_BATCH` overrides). 8B-shaped
+/// Q4_0 decode on an H200, tg128: 131 t/s submitting once per step, 165 at 32,
+/// 164 at 64, 153 at 128 (BENCHMARKS.md).
 const BATCH_DISPATCHES: u64 = 32;
 /// Threads per workgroup of the flat-grid kernels.
 pub const WG: u64 = 64;

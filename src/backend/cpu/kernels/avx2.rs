@@ -137,7 +137,7 @@ pub(super) unsafe fn prefetch(p: *const u8) {
 
 /// Prefetches the lines of the block `pf` bytes after the one at `p` (`bb` bytes long).
 #[inline(always)]
-unsafe fn prefetch_block(p: *const u8, pf: usize, bb: usize) {
+pub(super) unsafe fn prefetch_block(p: *const u8, pf: usize, bb: usize) {
     let mut o = 0;
     while o < bb {
         prefetch(p.wrapping_add(pf + o));

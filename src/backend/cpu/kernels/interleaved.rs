@@ -36,7 +36,7 @@
 //! costs as many bytes as the weight.
 
 use super::act::{quantize_q8k, Q8KBlock};
-use super::avx2::prefetch;
+use super::avx2::prefetch_block;
 use super::KernelPath;
 use crate::dtype::DType;
 use rayon::prelude::*;
@@ -217,24 +217,14 @@ unsafe fn mul16(a: __m256i, b: __m256i) -> __m256i {
     _mm256_madd_epi16(a, b)
 }
 
-/// How far ahead of the group block being read its successors are prefetched. Measured on an
-/// Intel Xeon (Sapphire Rapids, 2 vCPUs, huge pages), q4_k / q6_k at 2048x8192 and 8192x2048:
-/// without prefetch (and with vpmulld) 18 / 14 GB/s, 4 KiB ahead 18-21, 2 KiB 21-23, 1 KiB 22-24, 512 B 21-23; the
-/// llama-1b shape's decode 19.0 t/s at 4 KiB, 23.6-24.2 at 2 KiB, 24.9-25.0 at 1 KiB. One
-/// stream per task (the row kernels read four) needs less lead.
+/// How far ahead of the group block being read its successors are prefetched (a task reads
+/// its groups' blocks in one ascending run, and the hardware prefetcher alone leaves the
+/// products waiting on memory). Measured on an Intel Xeon (Sapphire Rapids, 2 vCPUs, huge
+/// pages), q4_k / q6_k at 2048x8192 and 8192x2048: without prefetch (and with vpmulld) 18 / 14
+/// GB/s, 4 KiB ahead 18-21, 2 KiB 21-23, 1 KiB 22-24, 512 B 21-23; the llama-1b shape's decode
+/// 19.0 t/s at 4 KiB, 23.6-24.2 at 2 KiB, 24.9-25.0 at 1 KiB. One stream per task (the row
+/// kernels read four) needs less lead.
 const GROUP_PREFETCH_AHEAD: usize = 1024;
-
-/// Asks for the cache lines of the group block [`GROUP_PREFETCH_AHEAD`] bytes after the one
-/// at `p` (`len` bytes): a task reads its groups' blocks in one ascending run, and the
-/// hardware prefetcher alone leaves the products waiting on memory.
-#[inline(always)]
-unsafe fn prefetch_group_block(p: *const u8, len: usize) {
-    let mut o = 0;
-    while o < len {
-        prefetch(p.wrapping_add(GROUP_PREFETCH_AHEAD + o));
-        o += 64;
-    }
-}
 
 /// The top two bits of each byte of `u`, moved to bits 4..6 (the high part of the q4_k
 /// scales and mins 4..8).
@@ -273,7 +263,7 @@ unsafe fn group_q4k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
     let mut acc_m = [_mm256_setzero_ps(); 8];
     for (g, q) in w.chunks_exact(ROWS * 144).zip(a) {
         let p = g.as_ptr();
-        prefetch_group_block(p, ROWS * 144);
+        prefetch_block(p, GROUP_PREFETCH_AHEAD, ROWS * 144);
         let (u0, u1, u2) = (load(p.add(32)), load(p.add(64)), load(p.add(96)));
         // Scales 0..4 and 4..8, mins 0..4 and 4..8: one byte per scale in each row's lane.
         let sc = [
@@ -336,7 +326,7 @@ unsafe fn group_q6k(w: &[u8], a: &[Q8KBlock]) -> [f32; ROWS] {
     let low_half = _mm256_set1_epi32(0xffff);
     for (g, q) in w.chunks_exact(ROWS * 210).zip(a) {
         let p = g.as_ptr();
-        prefetch_group_block(p, ROWS * 210);
+        prefetch_block(p, GROUP_PREFETCH_AHEAD, ROWS * 210);
         // Scale j of the eight rows as i16 in the low half of i32 lanes (for mul16).
         let mut sc = [zero; 16];
         for (j, s) in sc.iter_mut().enumerate() {
