@@ -7,7 +7,7 @@
 // rows. The per-dtype `mv_dq` (shaders/dequant.wgsl) decodes whole words.
 // Appended: the rows a workgroup computes and where their sums go
 // (`mv_rows`, `mv_store`, the outputs and parameter bindings:
-// matvec_out.wgsl, matvec_qkv.wgsl or matvec_glu.wgsl), then the reduction
+// matvec_rows.wgsl with matvec_out.wgsl or matvec_qkv.wgsl, or matvec_glu.wgsl), then the reduction
 // and entry point (matvec_sg.wgsl with subgroups, matvec_wg.wgsl without).
 // a = (1, N in chunk, K, row bytes).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -28,12 +28,6 @@ fn xv4(k: u32, kk: u32) -> vec4<f32> {
         }
     }
     return v;
-}
-
-// Rows g * NR .. g * NR + NR of the chunk; rows past it repeat its last row
-// (their sums are not stored). The `mv_rows` of the plain and QKV outputs.
-fn consecutive_rows(g: u32) -> vec4<u32> {
-    return min(vec4<u32>(g * NR) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.a.y - 1u));
 }
 
 // This thread's partial sums for the four chunk rows `rows`.

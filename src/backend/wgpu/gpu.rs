@@ -171,7 +171,20 @@ pub struct Gpu {
     /// Dispatches recorded before the batch is submitted without waiting, so
     /// that the GPU runs the first layers while the host records the rest.
     batch: u64,
+    /// Whether the decode matvecs of the encodings in [`INT8_MATVEC`] take
+    /// their activations as 8-bit blocks (the default; `CYB_WGPU_ACTIVATIONS=f32`
+    /// or [`Gpu::use_f32_activations`] keeps them in f32).
+    int8_activations: bool,
 }
+
+/// Encodings with an integer-dot decode matvec (shaders/dequant_q8.wgsl).
+const INT8_MATVEC: [DType; 5] = [
+    DType::Q4_0,
+    DType::Q4_1,
+    DType::Q5_0,
+    DType::Q5_1,
+    DType::Q8_0,
+];
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
@@ -259,9 +272,40 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "attention" => vec![file!("attention.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
         "rope_append" => vec![file!("rope_append.wgsl"), file!("rope_pair.wgsl")],
-        "matvec" => vec![file!("matvec.wgsl"), file!("matvec_out.wgsl"), mv_reduce],
-        "matvec_qkv" => vec![file!("matvec.wgsl"), file!("matvec_qkv.wgsl"), mv_reduce],
+        "matvec" => vec![
+            file!("matvec.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_out.wgsl"),
+            mv_reduce,
+        ],
+        "matvec_qkv" => vec![
+            file!("matvec.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_qkv.wgsl"),
+            mv_reduce,
+        ],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
+        "quant_q8" => vec![file!("quant_q8.wgsl")],
+        "matvec_q8" => vec![
+            file!("matvec_q8.wgsl"),
+            file!("dequant_q8.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_out.wgsl"),
+            mv_reduce,
+        ],
+        "matvec_q8_qkv" => vec![
+            file!("matvec_q8.wgsl"),
+            file!("dequant_q8.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_qkv.wgsl"),
+            mv_reduce,
+        ],
+        "matvec_q8_glu" => vec![
+            file!("matvec_q8.wgsl"),
+            file!("dequant_q8.wgsl"),
+            file!("matvec_glu.wgsl"),
+            mv_reduce,
+        ],
         _ => return None,
     })
 }
@@ -287,6 +331,11 @@ fn kernel_source(key: &str, subgroups: bool) -> Option<String> {
                 "generic"
             }
         ));
+        if kernel.starts_with("matvec_q8") {
+            src.push_str(&format!(
+                "fn q8_dot(rb: u32, sb: u32, x: Xq) -> f32 {{ return q8dot_{dtype}(rb, sb, x); }}\n"
+            ));
+        }
     }
     for (file, body) in files {
         src.push_str(&shader(file, body));
@@ -308,6 +357,17 @@ impl Gpu {
     pub fn coop_matmul(&self) -> bool {
         self.features
             .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
+    }
+
+    /// Whether a one-row product with a weight of `dtype` runs on 8-bit
+    /// activations (shaders/quant_q8.wgsl, shaders/matvec_q8.wgsl).
+    pub fn int8_matvec(&self, dtype: DType) -> bool {
+        self.int8_activations && INT8_MATVEC.contains(&dtype)
+    }
+
+    /// Keeps every product's activations in f32 (the parity path).
+    pub fn use_f32_activations(&mut self) {
+        self.int8_activations = false;
     }
 
     /// Wraps a created device.
@@ -375,6 +435,7 @@ impl Gpu {
             bind_groups: Mutex::new(HashMap::new()),
             profiler,
             host_times,
+            int8_activations: std::env::var("CYB_WGPU_ACTIVATIONS").map_or(true, |v| v != "f32"),
             batch: std::env::var("CYB_WGPU_BATCH")
                 .ok()
                 .and_then(|v| v.parse().ok())

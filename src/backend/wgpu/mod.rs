@@ -103,6 +103,22 @@ impl WgpuBackend {
         Self::with_features(wgpu::Features::all() - wgpu::Features::SUBGROUP)
     }
 
+    /// [`WgpuBackend::new`] with every product's activations in f32, also
+    /// where the decode matvec would take them as 8-bit blocks: the parity
+    /// path against the `reference` backend (as `CYB_WGPU_ACTIVATIONS=f32`).
+    pub fn with_f32_activations() -> Result<WgpuBackend, ExecutionError> {
+        let mut b = Self::new()?;
+        b.gpu.use_f32_activations();
+        Ok(b)
+    }
+
+    /// Whether a product of one input row with a weight of `dtype` runs on
+    /// 8-bit activations (the row quantized per 32 values, integer dot
+    /// products; the default for q4_0, q4_1, q5_0, q5_1 and q8_0).
+    pub fn int8_matvec(&self, dtype: DType) -> bool {
+        self.gpu.int8_matvec(dtype)
+    }
+
     /// Creates the device enabling the optional features this backend uses
     /// (SHADER_F16, SUBGROUP, TIMESTAMP_QUERY) that are in `allowed`.
     fn with_features(allowed: wgpu::Features) -> Result<WgpuBackend, ExecutionError> {

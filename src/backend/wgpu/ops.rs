@@ -98,6 +98,11 @@ fn matmul(
 ) -> Result<(), ExecutionError> {
     let name = deq_name(wt.dtype()).ok_or_else(|| unsupported("Matmul", wt.dtype()))?;
     let n = wt.shape()[0];
+    let decode = if m == 1 {
+        Some(decode_operand(gpu, rec, x, k, wt.dtype(), "matvec")?)
+    } else {
+        None
+    };
     with_weight(gpu, rec, wt, k, false, |gpu, rec, w| {
         for c in &w.chunks {
             let mut p: Params = [0; 32];
@@ -109,11 +114,11 @@ fn matmul(
                 c.row0 as u32,
                 n as u32,
             ]);
-            if m == 1 {
+            if let Some((kernel, xd)) = &decode {
                 gpu.dispatch(
                     rec,
-                    &format!("matvec:{name}"),
-                    &[&c.buf, x, y],
+                    &format!("{kernel}:{name}"),
+                    &[&c.buf, xd, y],
                     p,
                     c.rows.div_ceil(MV_ROWS) as u64,
                     1,
@@ -124,6 +129,39 @@ fn matmul(
         }
         Ok(())
     })
+}
+
+/// The decode matvec kernel `base` (`matvec`, `matvec_qkv`, `matvec_glu`)
+/// for a weight of `dtype` and its x operand: the 8-bit variant (`matvec_q8`,
+/// ...) with the row quantized to 8-bit blocks (shaders/quant_q8.wgsl, one
+/// dispatch) where [`Gpu::int8_matvec`] says so, else `base` with `x`.
+fn decode_operand(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    k: usize,
+    dtype: DType,
+    base: &str,
+) -> Result<(String, wgpu::Buffer), ExecutionError> {
+    if !gpu.int8_matvec(dtype) {
+        return Ok((base.to_string(), x.clone()));
+    }
+    let blocks = k.div_ceil(32);
+    let xq = gpu.frame(rec, blocks as u64 * 48)?;
+    let mut p: Params = [0; 32];
+    p[0] = k as u32;
+    p[1] = blocks as u32;
+    p[4] = f32::NAN.to_bits();
+    gpu.dispatch(
+        rec,
+        "quant_q8",
+        &[x, xq.buffer()],
+        p,
+        (blocks as u64).div_ceil(WG),
+        1,
+    )?;
+    let kernel = base.replacen("matvec", "matvec_q8", 1);
+    Ok((kernel, xq.buffer().clone()))
 }
 
 /// One product of `m > 1` input rows with `rows` weight rows of a chunk
@@ -180,10 +218,11 @@ fn fused_products(
         p[..4].copy_from_slice(&[1, n as u32, k as u32, w.row_bytes as u32]);
         p[8] = *q as u32;
         p[9] = (q + kr) as u32;
+        let (kernel, xd) = decode_operand(gpu, rec, x, k, dtype, "matvec_qkv")?;
         return gpu.dispatch(
             rec,
-            &format!("matvec_qkv:{name}"),
-            &[&c.buf, x, yq, yk, yv],
+            &format!("{kernel}:{name}"),
+            &[&c.buf, &xd, yq, yk, yv],
             p,
             n.div_ceil(MV_ROWS) as u64,
             1,
@@ -225,10 +264,11 @@ fn fused_glu(
     let mut p: Params = [0; 32];
     p[..4].copy_from_slice(&[1, (2 * n) as u32, k as u32, w.row_bytes as u32]);
     p[8] = n as u32;
+    let (kernel, xd) = decode_operand(gpu, rec, x, k, dtype, "matvec_glu")?;
     gpu.dispatch(
         rec,
-        &format!("matvec_glu:{name}"),
-        &[&c.buf, x, y],
+        &format!("{kernel}:{name}"),
+        &[&c.buf, &xd, y],
         p,
         n.div_ceil(2) as u64,
         1,
