@@ -1,7 +1,10 @@
 // One workgroup per row of D values. a = (rows, D, mode, _), b.x = eps (f32).
 // mode & 3: 0 RmsNorm * g, 1 RmsNorm * (1 + g), 2 LayerNorm * g + bias,
 // 3 LayerNorm * g. mode & 4: the row is x + r (a residual add), also written
-// to s. `reduce_sum` is appended (reduce_sg.wgsl with subgroups,
+// to s. mode & 8 (one row, D a multiple of 32): the output also as the 8-bit
+// blocks of the integer-dot matvec into xq (q8_block.wgsl, appended; g.x =
+// a NaN), so its product needs no quantizing dispatch of its own.
+// `reduce_sum` is appended (reduce_sg.wgsl with subgroups,
 // reduce_wg.wgsl without); its `Lanes` are this entry point's extra builtins.
 // Each thread keeps its first NV groups of 4 values in registers (rows up to
 // 4 * NV * WG values are read once, with all loads in flight together);
@@ -12,7 +15,8 @@
 @group(0) @binding(3) var<storage, read> bias: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 @group(0) @binding(5) var<storage, read_write> s: array<f32>;
-@group(0) @binding(6) var<uniform> p: Params;
+@group(0) @binding(6) var<storage, read_write> xq: array<vec4<u32>>;
+@group(0) @binding(7) var<uniform> p: Params;
 
 const WG: u32 = 256u;
 const NV: u32 = 4u;
@@ -104,6 +108,16 @@ fn main(
     }
     for (var k = held + t; k < d; k += WG) {
         store4(base, k, k + 1u, vec4<f32>(row_value(base + k, skip)), mean, inv, mode);
+    }
+    if (p.a.z & 8u) != 0u {
+        storageBarrier();
+        for (var b = t; b < d / 32u; b += WG) {
+            var q: array<f32, 32>;
+            for (var i = 0u; i < 32u; i++) {
+                q[i] = y[base + 32u * b + i];
+            }
+            q8_store(b, q, bitcast<f32>(p.g.x));
+        }
     }
 }
 

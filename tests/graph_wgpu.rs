@@ -26,8 +26,12 @@ const CTX: usize = 128;
 /// Relative logit error allowed against the reference (measured: <= 1.6e-6).
 const TOL: f32 = 1e-5;
 
+/// Mesa quiet, and wgpu's products on f32 activations (`CYB_WGPU_ACTIVATIONS=f32`,
+/// the parity path; the default 8-bit decode activations are held to the
+/// reference by tests/perplexity.rs and the kernel tests).
 fn quiet_mesa() {
     std::env::set_var("NODEVICE_SELECT", "1");
+    std::env::set_var("CYB_WGPU_ACTIVATIONS", "f32");
 }
 
 /// Every record of the forward ran on wgpu, or is a fallback saying why; the

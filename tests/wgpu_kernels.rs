@@ -4,7 +4,7 @@
 
 mod backend_util;
 
-use backend_util::wgpu::{check, check_on, gpu};
+use backend_util::wgpu::{assert_close_on, check, check_on, gpu};
 use backend_util::{matmul_typical, rand_tensor, rand_weight, rel_err, rng};
 use cyb_llm::backend::cpu::reference;
 use cyb_llm::backend::wgpu::WgpuBackend;
@@ -111,6 +111,80 @@ fn fused_ops_match_reference() {
     for add_one in [false, true] {
         let op = Op::FusedSkipNorm { eps: 1e-6, add_one };
         check(&op, &[x.clone(), skip.clone(), g.clone()], 1e-5, 0.0);
+    }
+}
+
+/// The decode chain on 8-bit activations: a one-row norm also writes its
+/// output as 8-bit blocks, and the products of that row recorded after it
+/// read those instead of quantizing the row again. A FusedSkipNorm, then
+/// FusedQkv and FusedSwiGlu on its output (fused and unfused weights), judged
+/// against the reference on the norm's own output rounded as the kernels round
+/// it; and FusedNormMatmul, judged against the reference norm (a value within
+/// a rounding step of a boundary can round the other way there: about 4e-4 of
+/// the typical output at this K, hence 1e-3). Rows longer than the norm holds
+/// in registers (4 x 4 x 256 values), with and without subgroups.
+#[test]
+fn norm_output_feeds_the_8_bit_products() {
+    let mut r = rng("norm_output_feeds_the_8_bit_products");
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    let k = 4352;
+    let x = rand_tensor(&mut r, &[1, k]);
+    let skip = rand_tensor(&mut r, &[1, k]);
+    let gain = rand_tensor(&mut r, &[k]);
+    let [wq, wk, wv] = [40, 16, 16].map(|n| rand_weight(&mut r, &[n, k], DType::Q4_0));
+    let wg = rand_weight(&mut r, &[30, k], DType::Q8_0);
+    let wu = rand_weight(&mut r, &[30, k], DType::Q5_1);
+    let floor = matmul_typical(&x, &wq);
+    let (eps, add_one) = (1e-5, false);
+    for g in [gpu(), &plain] {
+        assert!(g.int8_matvec(DType::Q4_0) && g.int8_matvec(DType::Q5_1));
+        let mut ctx = ExecContext::new(1);
+        let run = |op: &Op, ins: &[Tensor], ctx: &mut ExecContext| {
+            g.execute(op, ins, ctx).expect("wgpu executes")
+        };
+        let normed = run(
+            &Op::FusedSkipNorm { eps, add_one },
+            &[x.clone(), skip.clone(), gain.clone()],
+            &mut ctx,
+        )
+        .remove(0);
+        let qkv = run(
+            &Op::FusedQkv,
+            &[normed.clone(), wq.clone(), wk.clone(), wv.clone()],
+            &mut ctx,
+        );
+        let glu = run(
+            &Op::FusedSwiGlu,
+            &[normed.clone(), wg.clone(), wu.clone()],
+            &mut ctx,
+        );
+        let host =
+            Tensor::from_f32(&[1, k], g.try_download_f32(&normed).expect("download")).unwrap();
+        let q = backend_util::wgpu::q8_rounded(&host);
+        let want_qkv = reference::execute(
+            &Op::FusedQkv,
+            &[q.clone(), wq.clone(), wk.clone(), wv.clone()],
+        )
+        .unwrap();
+        for (a, b) in qkv.iter().zip(&want_qkv) {
+            assert_close_on(g, "FusedQkv after the norm", a, b, 1e-4, floor);
+        }
+        let want_glu = reference::execute(&Op::FusedSwiGlu, &[q, wg.clone(), wu.clone()]).unwrap();
+        assert_close_on(
+            g,
+            "FusedSwiGlu after the norm",
+            &glu[0],
+            &want_glu[0],
+            1e-4,
+            0.0,
+        );
+        check_on(
+            g,
+            &Op::FusedNormMatmul { eps, add_one },
+            &[x.clone(), gain.clone(), wq.clone()],
+            1e-3,
+            floor,
+        );
     }
 }
 

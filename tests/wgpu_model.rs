@@ -1,5 +1,6 @@
 //! Whole-model parity of the wgpu backend (lavapipe in CI): SmolLM2's greedy
-//! 16 tokens through `cyb-llm run --backend wgpu` equal those of the CPU
+//! 16 tokens through `cyb-llm run --backend wgpu` on f32 activations
+//! (`CYB_WGPU_ACTIVATIONS=f32`, the parity path) equal those of the CPU
 //! reference library (`--backend reference`, the arbiter; the fast cpu
 //! backend is held to the same reference by its own tests).
 //!
@@ -35,6 +36,7 @@ fn greedy_text(model: &str, backend: &str) -> (String, BTreeMap<String, usize>) 
             backend,
         ])
         .env("NODEVICE_SELECT", "1")
+        .env("CYB_WGPU_ACTIVATIONS", "f32")
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);

@@ -50,19 +50,32 @@ pub fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f3
             assert_eq!(a.as_i32(), b.as_i32(), "{op:?}: indices differ");
             continue;
         }
-        let av = g.try_download_f32(a).expect("download");
-        let bv = b.read_f32("test").expect("reference values").to_vec();
-        let max_ref = bv.iter().fold(0.0f32, |m, v| m.max(v.abs()));
-        let e = rel_err(&av, &bv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
-        assert!(e <= tol, "{op:?} on {infos:?}: relative error {e} > {tol}");
+        assert_close_on(g, &format!("{op:?} on {infos:?}"), a, b, tol, floor);
     }
     got
+}
+
+/// Output `got` (on `g`) against the host tensor `want`: relative error
+/// within `tol`, its denominator floored at `floor`.
+pub fn assert_close_on(
+    g: &WgpuBackend,
+    what: &str,
+    got: &Tensor,
+    want: &Tensor,
+    tol: f32,
+    floor: f32,
+) {
+    let av = g.try_download_f32(got).expect("download");
+    let bv = want.read_f32("test").expect("reference values").to_vec();
+    let max_ref = bv.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+    let e = rel_err(&av, &bv) * max_ref.max(1e-6) / max_ref.max(floor).max(1e-6);
+    assert!(e <= tol, "{what}: relative error {e} > {tol}");
 }
 
 /// Each row's blocks of 32 values as the 8-bit kernels take them
 /// (shaders/quant_q8.wgsl): q = round(x * 127 / max|x|), ties to even, times
 /// max|x| / 127 rounded to f16.
-fn q8_rounded(t: &Tensor) -> Tensor {
+pub fn q8_rounded(t: &Tensor) -> Tensor {
     let mut v = t.read_f32("test").expect("host values").to_vec();
     for block in v.chunks_mut(32) {
         let amax = block.iter().fold(0.0f32, |m, x| m.max(x.abs()));

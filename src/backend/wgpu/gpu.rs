@@ -104,6 +104,11 @@ pub struct Recorder {
     started: Option<std::time::Instant>,
     /// Mappable buffer of the read-backs, kept for the next one (grown as needed).
     readback: Option<wgpu::Buffer>,
+    /// Activation rows of this batch already written as 8-bit blocks too (by
+    /// the norm that made them): the f32 buffer's 8-bit twin, for the
+    /// products that read it ([`Gpu::int8_activations`]). Emptied at every
+    /// submit, when the frame buffers may be handed out again.
+    pub int8_rows: HashMap<wgpu::Buffer, wgpu::Buffer>,
 }
 
 /// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
@@ -160,6 +165,8 @@ pub struct Gpu {
     /// Features enabled on the device.
     pub features: wgpu::Features,
     params: wgpu::Buffer,
+    /// A small storage buffer bound where a kernel's optional output is unused.
+    pub spare: wgpu::Buffer,
     pipelines: Mutex<HashMap<String, wgpu::ComputePipeline>>,
     rec: Mutex<Recorder>,
     /// Uploaded weights by the identity of their parts (one part, or the
@@ -259,7 +266,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "mm_coop" => vec![file!("mm_coop.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
-        "norm" => vec![file!("norm.wgsl"), reduce],
+        "norm" => vec![file!("norm.wgsl"), file!("q8_block.wgsl"), reduce],
         "group_norm" => vec![file!("group_norm.wgsl"), reduce],
         "conv" => vec![file!("conv.wgsl")],
         "copy_nd" => vec![file!("copy_nd.wgsl")],
@@ -285,7 +292,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             mv_reduce,
         ],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
-        "quant_q8" => vec![file!("quant_q8.wgsl")],
+        "quant_q8" => vec![file!("quant_q8.wgsl"), file!("q8_block.wgsl")],
         "matvec_q8" => vec![
             file!("matvec_q8.wgsl"),
             file!("dequant_q8.wgsl"),
@@ -365,6 +372,12 @@ impl Gpu {
         self.int8_activations && INT8_MATVEC.contains(&dtype)
     }
 
+    /// Whether the one-row products of [`Gpu::int8_matvec`] encodings take
+    /// 8-bit activations (so a one-row norm writes them too).
+    pub fn int8_activations(&self) -> bool {
+        self.int8_activations
+    }
+
     /// Keeps every product's activations in f32 (the parity path).
     pub fn use_f32_activations(&mut self) {
         self.int8_activations = false;
@@ -382,6 +395,12 @@ impl Gpu {
             label: Some("params"),
             size: PARAM_SLOTS * 256,
             usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        let spare = device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("spare"),
+            size: 64,
+            usage: wgpu::BufferUsages::STORAGE,
             mapped_at_creation: false,
         });
         // CYB_WGPU_PROFILE=1: GPU timestamps per dispatch and host times;
@@ -419,6 +438,7 @@ impl Gpu {
             limits,
             features,
             params,
+            spare,
             pipelines: Mutex::new(HashMap::new()),
             rec: Mutex::new(Recorder {
                 encoder: None,
@@ -430,6 +450,7 @@ impl Gpu {
                 profiled: Vec::new(),
                 started: None,
                 readback: None,
+                int8_rows: HashMap::new(),
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
@@ -547,6 +568,7 @@ impl Gpu {
         rec.params.clear();
         rec.slots = 0;
         rec.alloc.recycle();
+        rec.int8_rows.clear();
         self.evict_dead();
     }
 
@@ -1077,10 +1099,16 @@ mod tests {
             "attention",
             "kv_append",
             "rope_append",
+            "quant_q8",
         ];
         let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
         for k in with_dtype {
             for name in DType::MATMUL_WEIGHTS.into_iter().filter_map(deq_name) {
+                keys.push(format!("{k}:{name}"));
+            }
+        }
+        for k in ["matvec_q8", "matvec_q8_qkv", "matvec_q8_glu"] {
+            for name in INT8_MATVEC.into_iter().filter_map(deq_name) {
                 keys.push(format!("{k}:{name}"));
             }
         }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 const TM: usize = 8;
 /// Weight rows per matvec and mm workgroup (NR in matvec.wgsl, mm.wgsl).
 const MV_ROWS: usize = 4;
+/// Bytes of one 8-bit activation block of 32 values (shaders/q8_block.wgsl).
+const INT8_BLOCK_BYTES: u64 = 48;
 /// Weight rows and input rows per workgroup of the matrix-unit product (BN,
 /// BM in mm_coop.wgsl).
 const COOP_ROWS: usize = 128;
@@ -146,12 +148,16 @@ fn decode_operand(
     if !gpu.int8_matvec(dtype) {
         return Ok((base.to_string(), x.clone()));
     }
+    let kernel = base.replacen("matvec", "matvec_q8", 1);
+    if let Some(xq) = rec.int8_rows.get(x) {
+        return Ok((kernel, xq.clone()));
+    }
     let blocks = k.div_ceil(32);
-    let xq = gpu.frame(rec, blocks as u64 * 48)?;
+    let xq = gpu.frame(rec, blocks as u64 * INT8_BLOCK_BYTES)?;
     let mut p: Params = [0; 32];
     p[0] = k as u32;
     p[1] = blocks as u32;
-    p[4] = f32::NAN.to_bits();
+    p[24] = f32::NAN.to_bits();
     gpu.dispatch(
         rec,
         "quant_q8",
@@ -160,7 +166,6 @@ fn decode_operand(
         (blocks as u64).div_ceil(WG),
         1,
     )?;
-    let kernel = base.replacen("matvec", "matvec_q8", 1);
     Ok((kernel, xq.buffer().clone()))
 }
 
@@ -407,16 +412,30 @@ fn norm(
     p[1] = d as u32;
     p[2] = mode | if skip.is_some() { 4 } else { 0 };
     p[4] = f(eps);
-    // Without a residual, `r` and `s` are bound to buffers the kernel leaves alone.
+    // Without a residual, `r` and `s` are bound to buffers the kernel leaves
+    // alone; so is `xq` without the 8-bit copy.
     let (r, s) = skip.unwrap_or((g, y));
+    let mut xq = gpu.spare.clone();
+    if rows == 1 && d % 32 == 0 && gpu.int8_activations() {
+        xq = gpu
+            .frame(rec, (d / 32) as u64 * INT8_BLOCK_BYTES)?
+            .buffer()
+            .clone();
+        p[2] |= 8;
+        p[24] = f32::NAN.to_bits();
+    }
     gpu.dispatch(
         rec,
         "norm",
-        &[x, r, g, bias.unwrap_or(g), y, s],
+        &[x, r, g, bias.unwrap_or(g), y, s, &xq],
         p,
         rows as u64,
         1,
-    )
+    )?;
+    if p[2] & 8 != 0 {
+        rec.int8_rows.insert(y.clone(), xq);
+    }
+    Ok(())
 }
 
 /// The elementwise.wgsl code and scalar parameters of a one-input

@@ -1,0 +1,45 @@
+// One block of an 8-bit activation row, the second operand of the integer-dot
+// matvec (shaders/matvec_q8.wgsl), quantized as the cpu backend's
+// (src/backend/cpu/kernels/act.rs): from 32 values (zero past the row),
+// q = round(x * 127 / max|x|) (ties to even) packed four to a word, then
+// d = max|x| / 127 and s = d * sum(q), both rounded to f16 precision, and the
+// integer sum(q). Block b is xq[3b] (values 0..15), xq[3b + 1] (16..31) and
+// xq[3b + 2] = (d, sum, s, 0). A non-finite value makes d NaN (`nan`: WGSL has
+// no NaN literal, the caller's parameters carry one), so every product over
+// the block is NaN as the reference's would be. `xq` is the includer's.
+
+fn f16_precision(v: f32) -> f32 {
+    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+}
+
+fn q8_store(b: u32, v: array<f32, 32>, nan: f32) {
+    var amax = 0.0;
+    var total = 0.0;
+    for (var i = 0u; i < 32u; i++) {
+        amax = max(amax, abs(v[i]));
+        total += abs(v[i]);
+    }
+    let id = select(0.0, 127.0 / amax, amax > 0.0);
+    var words: array<u32, 8>;
+    var sum = 0;
+    for (var j = 0u; j < 8u; j++) {
+        var q = vec4<i32>();
+        for (var i = 0u; i < 4u; i++) {
+            q[i] = i32(clamp(round(v[4u * j + i] * id), -127.0, 127.0));
+        }
+        sum += q.x + q.y + q.z + q.w;
+        words[j] = pack4xI8(q);
+    }
+    var d = amax / 127.0;
+    if !(total <= 3.4028235e38) {
+        d = nan;
+    }
+    xq[3u * b] = vec4<u32>(words[0], words[1], words[2], words[3]);
+    xq[3u * b + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
+    xq[3u * b + 2u] = vec4<u32>(
+        bitcast<u32>(f16_precision(d)),
+        bitcast<u32>(sum),
+        bitcast<u32>(f16_precision(d * f32(sum))),
+        0u,
+    );
+}
