@@ -219,6 +219,35 @@ int8)
   CYB_WGPU_ACTIVATIONS=f32 greedy $M/l8b.model wgpu
   llvk $M/l8b.gguf 8b
   ;;
+report)
+  # issue 23 acceptance, everything in one call: the 8B shape, SmolLM2 and
+  # Gemma-3-270M (real GGUFs stashed by earlier calls of scripts/h200-stash.sh
+  # while the machine stayed warm), each `cyb-llm bench` next to llama.cpp-Vulkan
+  # on the same GGUF; `run` with short and 512-token prompts (decode against
+  # bench, time to first token); greedy text of wgpu (f32 activations and the
+  # default 8-bit ones) against the reference. carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+  run_prompts
+  say "8b bench again"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  if [ -f $M/stash/parts ]; then
+    (cd $M && cat stash/stash.part-* >stash.tar && sha256sum -c stash/stash.tar.sha256 && tar xf stash.tar && rm stash.tar)
+    for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+      $B import $M/$g.gguf -o $M/$g.model >/dev/null
+      CYB_WGPU_ACTIVATIONS=f32 parity $M/$g.model "$g (f32 activations)"
+      say "$g greedy, 8-bit activations: $(greedy $M/$g.model wgpu)"
+      say "$g bench"
+      $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3
+      llvk $M/$g.gguf $g
+    done
+  else
+    say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh)"
+  fi
+  ;;
 smol1)
   install_bin
   cp .xfer1/* $M/
