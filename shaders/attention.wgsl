@@ -8,6 +8,9 @@
 // head, chunk of keys), writes the chunk's unnormalized sums, running max and
 // exponent total to `chunk_sums` ((dv + 2) values each); stage 2, one workgroup per
 // (row, head), rescales the chunks to their common max and writes O.
+// d.y = 1 (one query row, dv a multiple of 32): the stage that writes O also
+// writes each head's output as the 8-bit blocks of the integer-dot matvec into
+// xq (q8_block.wgsl, appended; g.x = a NaN), for the output projection.
 // Per tile of TILE keys: four threads per key share its dot product (each a
 // quarter of the dimensions, 16 contiguous values per turn); P V takes one
 // thread per output dimension, and for dv <= 128 two threads per dimension
@@ -17,7 +20,8 @@
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
 @group(0) @binding(3) var<storage, read_write> o: array<f32>;
 @group(0) @binding(4) var<storage, read_write> chunk_sums: array<f32>;
-@group(0) @binding(5) var<uniform> p: Params;
+@group(0) @binding(5) var<storage, read_write> xq: array<vec4<u32>>;
+@group(0) @binding(6) var<uniform> p: Params;
 
 const WG: u32 = 256u;
 const TILE: u32 = 64u;
@@ -164,45 +168,65 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         half_out[dim] = acc;
     }
     workgroupBarrier();
-    if !valid || half != 0u || dim >= dv {
-        return;
-    }
+    let writes = valid && half == 0u && dim < dv;
     var total = acc;
     if split == 2u {
         total += half_out[dim];
     }
     if stage == 1u {
         let base = (g * chunks + chunk) * (dv + 2u);
-        chunk_sums[base + dim] = total;
-        if dim == 0u {
+        if writes {
+            chunk_sums[base + dim] = total;
+        }
+        if writes && dim == 0u {
             chunk_sums[base + dv] = m;
             chunk_sums[base + dv + 1u] = l;
         }
         return;
     }
-    o[(i * heads + h) * dv + dim] = select(0.0, total / l, l > 0.0);
+    if writes {
+        o[(i * heads + h) * dv + dim] = select(0.0, total / l, l > 0.0);
+    }
+    int8_copy(g, t, dv, valid);
+}
+
+// With d.y = 1: the 8-bit blocks of (row, head) g's output, once the
+// workgroup has written it.
+fn int8_copy(g: u32, t: u32, dv: u32, valid: bool) {
+    if p.d.y == 1u {
+        storageBarrier();
+        if valid && t < dv / 32u {
+            var v: array<f32, 32>;
+            let base = g * dv + 32u * t;
+            for (var i = 0u; i < 32u; i++) {
+                v[i] = o[base + i];
+            }
+            q8_store(g * (dv / 32u) + t, v, bitcast<f32>(p.g.x));
+        }
+    }
 }
 
 // Stage 2: O for (row, head) `g` from its chunks' partial sums: each chunk's
 // sums and exponent total scaled by exp(its max - the largest max).
 fn merge_chunks(g: u32, t: u32, dv: u32, chunks: u32) {
-    if g >= p.a.x * p.a.y || t >= dv {
-        return;
-    }
-    var m = NEG;
-    for (var c = 0u; c < chunks; c++) {
-        m = max(m, chunk_sums[(g * chunks + c) * (dv + 2u) + dv]);
-    }
-    var l = 0.0;
-    var total = 0.0;
-    for (var c = 0u; c < chunks; c++) {
-        let base = (g * chunks + c) * (dv + 2u);
-        let lc = chunk_sums[base + dv + 1u];
-        if lc > 0.0 {
-            let w = exp(chunk_sums[base + dv] - m);
-            l += lc * w;
-            total += chunk_sums[base + t] * w;
+    let valid = g < p.a.x * p.a.y;
+    if valid && t < dv {
+        var m = NEG;
+        for (var c = 0u; c < chunks; c++) {
+            m = max(m, chunk_sums[(g * chunks + c) * (dv + 2u) + dv]);
         }
+        var l = 0.0;
+        var total = 0.0;
+        for (var c = 0u; c < chunks; c++) {
+            let base = (g * chunks + c) * (dv + 2u);
+            let lc = chunk_sums[base + dv + 1u];
+            if lc > 0.0 {
+                let w = exp(chunk_sums[base + dv] - m);
+                l += lc * w;
+                total += chunk_sums[base + t] * w;
+            }
+        }
+        o[g * dv + t] = select(0.0, total / l, l > 0.0);
     }
-    o[g * dv + t] = select(0.0, total / l, l > 0.0);
+    int8_copy(g, t, dv, valid);
 }

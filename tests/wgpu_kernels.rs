@@ -188,6 +188,63 @@ fn norm_output_feeds_the_8_bit_products() {
     }
 }
 
+/// The attention of one query row also writes its output as 8-bit blocks,
+/// which the output projection recorded after it reads (keys in one pass,
+/// and split in chunks, whose merge pass writes them): the attention against
+/// the reference, the product against the reference on the attention's own
+/// output rounded as the kernels round it.
+#[test]
+fn attention_output_feeds_the_8_bit_product() {
+    let mut r = rng("attention_output_feeds_the_8_bit_product");
+    let (h, hkv, d, dv) = (4, 2, 40, 64);
+    let wo = rand_weight(&mut r, &[36, h * dv], DType::Q4_0);
+    let g = gpu();
+    for m in [150, 700] {
+        let ins = [
+            rand_tensor(&mut r, &[1, h, d]),
+            rand_tensor(&mut r, &[m, hkv, d]),
+            rand_tensor(&mut r, &[m, hkv, dv]),
+        ];
+        let op = Op::Sdpa {
+            scale: None,
+            mask: Mask::Causal,
+            q_pos: m - 1,
+            kv_len: Some(m),
+        };
+        let mut ctx = ExecContext::new(1);
+        let o = g
+            .execute(&op, &ins, &mut ctx)
+            .expect("wgpu executes")
+            .remove(0);
+        let o = o.reshaped(&[1, h * dv]).unwrap();
+        let y = g
+            .execute(&Op::Matmul, &[o.clone(), wo.clone()], &mut ctx)
+            .expect("wgpu executes");
+        let want_o = reference::execute(&op, &ins)
+            .unwrap()
+            .remove(0)
+            .reshaped(&[1, h * dv])
+            .unwrap();
+        assert_close_on(
+            g,
+            &format!("attention over {m} keys"),
+            &o,
+            &want_o,
+            1e-5,
+            0.0,
+        );
+        let host =
+            Tensor::from_f32(&[1, h * dv], g.try_download_f32(&o).expect("download")).unwrap();
+        let want = reference::execute(
+            &Op::Matmul,
+            &[backend_util::wgpu::q8_rounded(&host), wo.clone()],
+        )
+        .unwrap();
+        let what = format!("output projection after attention over {m} keys");
+        assert_close_on(g, &what, &y[0], &want[0], 1e-4, matmul_typical(&host, &wo));
+    }
+}
+
 /// FusedQkv and FusedSwiGlu on weights of one encoding, which the backend lays
 /// end to end in one buffer (one matvec dispatch for a single input row, one
 /// mm dispatch per part otherwise): row counts no multiple of the kernels' 4

@@ -913,12 +913,22 @@ pub fn run(
             ]);
             p[12] = f(scale.unwrap_or(1.0 / (d as f32).sqrt()));
             let rows = sq * heads;
+            // One query row: the output also as 8-bit blocks, for the
+            // output projection's integer-dot matvec.
+            let xq = if sq == 1 && dv % 32 == 0 && gpu.int8_activations() {
+                p[13] = 1;
+                p[24] = f32::NAN.to_bits();
+                let blocks = (heads * dv / 32) as u64;
+                gpu.frame(rec, blocks * INT8_BLOCK_BYTES)?.buffer().clone()
+            } else {
+                gpu.spare.clone()
+            };
             // A row attends to at most the window's keys under a sliding mask.
             let span = if kind == 2 { n.min(window) } else { n };
             match key_chunks(rows, span) {
                 Some((chunks, chunk_len)) => {
                     let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
-                    let bufs = [&q, &k, &v, &o, part.buffer()];
+                    let bufs = [&q, &k, &v, &o, part.buffer(), &xq];
                     p[9] = 1;
                     p[10] = chunks as u32;
                     p[11] = chunk_len as u32;
@@ -926,7 +936,17 @@ pub fn run(
                     p[9] = 2;
                     gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
                 }
-                None => gpu.dispatch(rec, "attention", &[&q, &k, &v, &o, &o], p, rows as u64, 1)?,
+                None => gpu.dispatch(
+                    rec,
+                    "attention",
+                    &[&q, &k, &v, &o, &o, &xq],
+                    p,
+                    rows as u64,
+                    1,
+                )?,
+            }
+            if p[13] == 1 {
+                rec.int8_rows.insert(o, xq);
             }
             Ok(vec![t])
         }
