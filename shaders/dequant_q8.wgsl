@@ -102,3 +102,55 @@ fn q8dot_q8_0(rb: u32, sb: u32, x: Xq) -> f32 {
     let qb = select(shift16(va.w, vb), vb, odd);
     return head_f16(w0, odd) * x.d * f32(dot16(qa, x.lo) + dot16(qb, x.hi));
 }
+
+// The 16 bytes at an even byte offset o, realigned when o is not a multiple of 4.
+fn words4_at(o: u32) -> vec4<u32> {
+    let i = o >> 2u;
+    let v = words4(i);
+    if (o & 2u) == 0u {
+        return v;
+    }
+    return shift16(v.x, vec4<u32>(v.y, v.z, v.w, w[i + 4u]));
+}
+
+// Bytes of 6-bit values q (0..63) as the signed bytes q - 32.
+fn centered6(q: vec4<u32>) -> vec4<u32> {
+    let v = q ^ vec4<u32>(0x20202020u);
+    let sign = v & vec4<u32>(0x20202020u);
+    return v | (sign << vec4<u32>(1u)) | (sign << vec4<u32>(2u));
+}
+
+// Sub-block sb % 8 of a 256-value block: its scale and offset (sm_q4_k) times
+// the integer sum of its 4-bit values against x.
+fn q8dot_q4_k(rb: u32, sb: u32, x: Xq) -> f32 {
+    let sm = sm_q4_k(rb, sb);
+    let sub = sb % 8u;
+    let i = (rb + (sb / 8u) * 144u + 16u + 32u * (sub / 2u)) >> 2u;
+    let sh = vec4<u32>((sub & 1u) * 4u);
+    let m = vec4<u32>(0x0f0f0f0fu);
+    let qa = (words4(i) >> sh) & m;
+    let qb = (words4(i + 4u) >> sh) & m;
+    return sm.x * x.d * f32(dot16(qa, x.lo) + dot16(qb, x.hi)) + sm.y * x.s;
+}
+
+// Sub-block sb % 8 of a 256-value block: 6-bit values (low nibbles in ql,
+// two high bits in qh) centred to -32..31, each half of 16 with its own i8
+// scale, times d.
+fn q8dot_q6_k(rb: u32, sb: u32, x: Xq) -> f32 {
+    let b = rb + (sb / 8u) * 210u;
+    let sub = sb % 8u;
+    let half = sub / 4u;
+    let quarter = sub % 4u;
+    let ol = b + 64u * half + (quarter & 1u) * 32u;
+    let oh = b + 128u + 32u * half;
+    let shl = vec4<u32>(select(0u, 4u, quarter >= 2u));
+    let shh = vec4<u32>(2u * quarter);
+    let m4 = vec4<u32>(0x0f0f0f0fu);
+    let m2 = vec4<u32>(0x03030303u);
+    let four = vec4<u32>(4u);
+    let qa = ((words4_at(ol) >> shl) & m4) | (((words4_at(oh) >> shh) & m2) << four);
+    let qb = ((words4_at(ol + 16u) >> shl) & m4) | (((words4_at(oh + 16u) >> shh) & m2) << four);
+    let s = b + 192u + 8u * half + 2u * quarter;
+    let sums = i32(i8at(s)) * dot16(centered6(qa), x.lo) + i32(i8at(s + 1u)) * dot16(centered6(qb), x.hi);
+    return f16at(b + 208u) * x.d * f32(sums);
+}

@@ -185,12 +185,14 @@ pub struct Gpu {
 }
 
 /// Encodings with an integer-dot decode matvec (shaders/dequant_q8.wgsl).
-const INT8_MATVEC: [DType; 5] = [
+const INT8_MATVEC: [DType; 7] = [
     DType::Q4_0,
     DType::Q4_1,
     DType::Q5_0,
     DType::Q5_1,
     DType::Q8_0,
+    DType::Q4K,
+    DType::Q6K,
 ];
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -114,7 +114,7 @@ impl WgpuBackend {
 
     /// Whether a product of one input row with a weight of `dtype` runs on
     /// 8-bit activations (the row quantized per 32 values, integer dot
-    /// products; the default for q4_0, q4_1, q5_0, q5_1 and q8_0).
+    /// products; the default for q4_0, q4_1, q5_0, q5_1, q8_0, q4_k and q6_k).
     pub fn int8_matvec(&self, dtype: DType) -> bool {
         self.gpu.int8_matvec(dtype)
     }
