@@ -225,15 +225,15 @@ report)
   # while the machine stayed warm), each `cyb-llm bench` next to llama.cpp-Vulkan
   # on the same GGUF; `run` with short and 512-token prompts (decode against
   # bench, time to first token); greedy text of wgpu (f32 activations and the
-  # default 8-bit ones) against the reference. carry .gl .wgbin .devbin/llvk
+  # default 8-bit ones) against the reference; then the 8B's tg128 on f32
+  # activations, its decode profile and tg128 of each shaders/variants/ folder.
+  # carry .gl .wgbin .devbin/llvk
   install_bin
   models_8b
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   llvk $M/l8b.gguf 8b
   run_prompts
-  say "8b bench again"
-  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   if [ -f $M/stash/parts ]; then
     (cd $M && cat stash/stash.part-* >stash.tar && sha256sum -c stash/stash.tar.sha256 && tar xf stash.tar && rm stash.tar)
     for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
@@ -247,6 +247,13 @@ report)
   else
     say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh)"
   fi
+  say "8b tg128, f32 activations"
+  CYB_WGPU_ACTIVATIONS=f32 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
+  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
+  done
   ;;
 smol1)
   install_bin
