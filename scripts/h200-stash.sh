@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Real GGUFs for the H200 device machine (issue 23: SmolLM2-135M Q4_1 and
 # Gemma-3-270M Q4_K_M, 351 MB together), carried over several back-to-back
-# device calls while the machine stays warm (one call may carry 64 MiB):
+# device calls while the machine stays warm (one call may carry 64 MiB, the tracked tree included):
 #
 #   here:            scripts/h200-stash.sh pack        (.devbin/stash1 .. stashN)
 #   device 1..N:     carry [".devbin/stashK"]          command: scripts/h200-stash.sh put K
@@ -17,7 +17,7 @@ pack)
   gemma=.cache/models/gemma3/gemma-3-270m-q4_k_m.gguf
   rm -rf .devbin/stash[0-9]* /tmp/stash.part-*
   tar cf /tmp/stash.tar -C "$(dirname "$smol")" "$(basename "$smol")" -C "$PWD/$(dirname "$gemma")" "$(basename "$gemma")"
-  split -b 60000000 -d /tmp/stash.tar /tmp/stash.part-
+  split -b 42000000 -d /tmp/stash.tar /tmp/stash.part-
   n=0
   for f in /tmp/stash.part-*; do
     n=$((n + 1)); mkdir -p .devbin/stash$n; mv "$f" .devbin/stash$n/

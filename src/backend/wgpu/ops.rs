@@ -416,7 +416,7 @@ fn norm(
     // alone; so is `xq` without the 8-bit copy.
     let (r, s) = skip.unwrap_or((g, y));
     let mut xq = gpu.spare.clone();
-    if rows == 1 && d % 32 == 0 && gpu.int8_activations() {
+    if rows == 1 && d.is_multiple_of(32) && gpu.int8_activations() {
         xq = gpu
             .frame(rec, (d / 32) as u64 * INT8_BLOCK_BYTES)?
             .buffer()
@@ -915,7 +915,7 @@ pub fn run(
             let rows = sq * heads;
             // One query row: the output also as 8-bit blocks, for the
             // output projection's integer-dot matvec.
-            let xq = if sq == 1 && dv % 32 == 0 && gpu.int8_activations() {
+            let xq = if sq == 1 && dv.is_multiple_of(32) && gpu.int8_activations() {
                 p[13] = 1;
                 p[24] = f32::NAN.to_bits();
                 let blocks = (heads * dv / 32) as u64;
