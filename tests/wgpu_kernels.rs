@@ -443,6 +443,14 @@ fn attention_matches_reference() {
         (2, 900, 900, 898, Mask::Sliding(300)),
         (1, 1000, 1000, 400, Mask::Causal),
         (1, 1200, 1200, 1199, Mask::Sliding(300)),
+        // A prompt: 16 query rows and more tile the rows (one K/V tile read
+        // for all rows of a workgroup); the last row block partial, rows
+        // whose windows start in different tiles, a window of one key.
+        (40, 300, 290, 250, Mask::Causal),
+        (37, 120, 120, 83, Mask::Sliding(50)),
+        (20, 64, 64, 0, Mask::None),
+        (16, 30, 30, 14, Mask::Causal),
+        (17, 40, 40, 23, Mask::Sliding(1)),
     ] {
         let q = rand_tensor(&mut r, &[sq, h, d]);
         let k = rand_tensor(&mut r, &[m, hkv, d]);
@@ -458,14 +466,23 @@ fn attention_matches_reference() {
     // Head sizes of real models and the kernel's limits: d a multiple of 16
     // or not (the scalar tail), dv up to 128 (two threads per dimension) and
     // above (one).
-    for (d, dv) in [(128, 128), (37, 130), (256, 256), (64, 200)] {
-        let q = rand_tensor(&mut r, &[2, h, d]);
+    for (sq, d, dv) in [
+        (2, 128, 128),
+        (2, 37, 130),
+        (2, 256, 256),
+        (2, 64, 200),
+        (33, 128, 128),
+        (18, 64, 64),
+        (21, 37, 100),
+        (19, 200, 64),
+    ] {
+        let q = rand_tensor(&mut r, &[sq, h, d]);
         let k = rand_tensor(&mut r, &[90, hkv, d]);
         let v = rand_tensor(&mut r, &[90, hkv, dv]);
         let op = Op::Sdpa {
             scale: None,
             mask: Mask::Causal,
-            q_pos: 80,
+            q_pos: 82 - sq,
             kv_len: Some(82),
         };
         check(&op, &[q, k, v], 1e-5, 0.0);

@@ -279,6 +279,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "argmax" => vec![file!("argmax.wgsl")],
         "rope" => vec![file!("rope.wgsl"), file!("rope_pair.wgsl")],
         "attention" => vec![file!("attention.wgsl"), file!("q8_block.wgsl")],
+        "attention_rows" => vec![file!("attention_rows.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
         "rope_append" => vec![file!("rope_append.wgsl"), file!("rope_pair.wgsl")],
         "matvec" => vec![
@@ -1102,6 +1103,7 @@ mod tests {
             "kv_append",
             "rope_append",
             "quant_q8",
+            "attention_rows",
         ];
         let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
         for k in with_dtype {

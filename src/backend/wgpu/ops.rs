@@ -20,6 +20,10 @@ const COOP_ROWS: usize = 128;
 const COOP_INPUT_ROWS: usize = 64;
 /// Keys per tile of the attention kernel (TILE in attention.wgsl).
 const ATTENTION_TILE: usize = 64;
+/// Query rows per workgroup of the prompt attention (BR in
+/// shaders/attention_rows.wgsl): the kernel for this many rows and more, with
+/// head sizes up to 128.
+const PROMPT_ATTENTION_ROWS: usize = 16;
 /// Attention workgroups wanted when few query rows split their keys.
 const ATTENTION_GROUPS: usize = 256;
 /// Values per workgroup in the first argmax stage of long rows.
@@ -935,6 +939,17 @@ pub fn run(
                     gpu.dispatch(rec, "attention", &bufs, p, (rows * chunks) as u64, 1)?;
                     p[9] = 2;
                     gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
+                }
+                None if sq >= PROMPT_ATTENTION_ROWS && d <= 128 && dv <= 128 => {
+                    let groups = sq.div_ceil(PROMPT_ATTENTION_ROWS) * heads;
+                    gpu.dispatch(
+                        rec,
+                        "attention_rows",
+                        &[&q, &k, &v, &o],
+                        p,
+                        groups as u64,
+                        1,
+                    )?
                 }
                 None => gpu.dispatch(
                     rec,
