@@ -11,6 +11,7 @@
 // d.y = 1 (one query row, dv a multiple of 32): the stage that writes O also
 // writes each head's output as the 8-bit blocks of the integer-dot matvec into
 // xq (q8_block.wgsl, appended; g.x = a NaN), for the output projection.
+// `key_range` is appended (attention_keys.wgsl).
 // Per tile of TILE keys: four threads per key share its dot product (each a
 // quarter of the dimensions, 16 contiguous values per turn); P V takes one
 // thread per output dimension, and for dv <= 128 two threads per dimension
@@ -85,16 +86,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let i = g / heads;
     let h = g % heads;
     let kvh = h / (heads / kv_heads);
-    let pos = p.b.z + i;
     let scale = bitcast<f32>(p.d.x);
-    var lo = 0u;
-    var hi = p.b.y;
-    if p.b.w >= 1u {
-        hi = min(hi, pos + 1u);
-    }
-    if p.b.w == 2u && pos + 1u > p.c.x {
-        lo = pos + 1u - p.c.x;
-    }
+    let range = key_range(i);
+    var lo = range.x;
+    var hi = range.y;
     if stage == 1u {
         lo = min(hi, lo + chunk * p.c.w);
         hi = min(hi, lo + p.c.w);

@@ -7,7 +7,8 @@
 // a = (Sq, H, Hkv, d), b = (dv, kv_len, q_pos, mask: 0 none, 1 causal, 2 sliding),
 // c.x = window, d.x = scale (f32). Workgroup g: rows (g / H) * BR .., head g % H.
 // Thread t scores row t / TK against key t % TK of the tile and keeps output
-// dimensions t % TK + TK * j of that row (j < DMAX / TK).
+// dimensions t % TK + TK * j of that row (j < DMAX / TK). `key_range` is
+// appended (attention_keys.wgsl).
 @group(0) @binding(0) var<storage, read> q: array<f32>;
 @group(0) @binding(1) var<storage, read> kc: array<f32>;
 @group(0) @binding(2) var<storage, read> vc: array<f32>;
@@ -26,20 +27,6 @@ var<workgroup> qs: array<f32, 2048>;
 var<workgroup> ks: array<f32, 2064>;
 var<workgroup> vs: array<f32, 2048>;
 var<workgroup> ps: array<f32, 256>;
-
-// Keys [lo, hi) that query row i (position q_pos + i) attends to.
-fn key_range(i: u32) -> vec2<u32> {
-    let pos = p.b.z + i;
-    var lo = 0u;
-    var hi = p.b.y;
-    if p.b.w >= 1u {
-        hi = min(hi, pos + 1u);
-    }
-    if p.b.w == 2u && pos + 1u > p.c.x {
-        lo = pos + 1u - p.c.x;
-    }
-    return vec2<u32>(lo, hi);
-}
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {

@@ -278,8 +278,12 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "softmax" => vec![file!("softmax.wgsl")],
         "argmax" => vec![file!("argmax.wgsl")],
         "rope" => vec![file!("rope.wgsl"), file!("rope_pair.wgsl")],
-        "attention" => vec![file!("attention.wgsl"), file!("q8_block.wgsl")],
-        "attention_rows" => vec![file!("attention_rows.wgsl")],
+        "attention" => vec![
+            file!("attention.wgsl"),
+            file!("attention_keys.wgsl"),
+            file!("q8_block.wgsl"),
+        ],
+        "attention_rows" => vec![file!("attention_rows.wgsl"), file!("attention_keys.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
         "rope_append" => vec![file!("rope_append.wgsl"), file!("rope_pair.wgsl")],
         "matvec" => vec![
