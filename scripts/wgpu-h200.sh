@@ -188,39 +188,9 @@ decode)
   done
   llvk $M/l8b.gguf 8b
   ;;
-int8)
-  # issue 23 decode on 8-bit activations: the kernel tests on this GPU, the
-  # bench (8-bit activations, the default) against f32 activations
-  # (CYB_WGPU_ACTIVATIONS=f32), the decode profile, `run` with short and
-  # 512-token prompts, tg128 of each shaders/variants/ folder, the greedy text
-  # both ways, then llama.cpp-Vulkan. carry .gl .wgbin [.devbin/llvk]
-  install_bin
-  models_8b
-  if [ -x .wgbin/wgpu_kernels ]; then
-    say "kernel tests on this GPU"
-    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
-  fi
-  say "8b bench (8-bit activations)"
-  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  say "8b tg128, f32 activations"
-  CYB_WGPU_ACTIVATIONS=f32 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
-  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
-  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
-  prompt512
-  say "8b run, short prompt"
-  $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-  say "8b run, 512-token prompt"
-  $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
-  done
-  say "8b greedy: 8-bit activations, f32 activations"
-  greedy $M/l8b.model wgpu
-  CYB_WGPU_ACTIVATIONS=f32 greedy $M/l8b.model wgpu
-  llvk $M/l8b.gguf 8b
-  ;;
 report)
-  # issue 23 acceptance, everything in one call: the 8B shape, SmolLM2 and
+  # issue 23 acceptance, everything in one call: the kernel tests on this GPU
+  # (.wgbin/wgpu_kernels), the 8B shape, SmolLM2 and
   # Gemma-3-270M (real GGUFs stashed by earlier calls of scripts/h200-stash.sh
   # while the machine stayed warm), each `cyb-llm bench` next to llama.cpp-Vulkan
   # on the same GGUF; `run` with short and 512-token prompts (decode against
@@ -230,6 +200,10 @@ report)
   # carry .gl .wgbin .devbin/llvk
   install_bin
   models_8b
+  if [ -x .wgbin/wgpu_kernels ]; then
+    say "kernel tests on this GPU"
+    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
+  fi
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   llvk $M/l8b.gguf 8b
