@@ -97,6 +97,17 @@ variant() { # label dir: tg128 of the 8B model with the shaders in dir
   say "8b tg128, $1"
   CYB_WGPU_SHADERS=$2 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
 }
+kernel_tests() { # the carried kernel-test binary (.wgbin/wgpu_kernels) on this GPU, when present
+  if [ -x .wgbin/wgpu_kernels ]; then
+    say "kernel tests on this GPU"
+    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
+  fi
+}
+variants() { # tg128 of the 8B model with each shaders/variants/ folder
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
+  done
+}
 case $phase in
 coop)
   # issue 23: prefill on the matrix units. carry .gl .wgbin (.wgbin/wgpu_kernels:
@@ -171,10 +182,7 @@ decode)
   # carry .gl .wgbin [.devbin/llvk]
   install_bin
   models_8b
-  if [ -x .wgbin/wgpu_kernels ]; then
-    say "kernel tests on this GPU"
-    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
-  fi
+  kernel_tests
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   run_prompts
@@ -183,9 +191,7 @@ decode)
     $B run $M/tiny.model -f $M/p512.txt -n 24 --temp 0 --no-chat --backend $be --json \
       | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
   done
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
-  done
+  variants
   llvk $M/l8b.gguf 8b
   ;;
 report)
@@ -200,10 +206,7 @@ report)
   # carry .gl .wgbin .devbin/llvk
   install_bin
   models_8b
-  if [ -x .wgbin/wgpu_kernels ]; then
-    say "kernel tests on this GPU"
-    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
-  fi
+  kernel_tests
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   llvk $M/l8b.gguf 8b
@@ -225,9 +228,7 @@ report)
   CYB_WGPU_ACTIVATIONS=f32 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
-  done
+  variants
   ;;
 smol1)
   install_bin
@@ -244,9 +245,7 @@ l8b)
   CYB_WGPU_PROFILE=1 $B run $M/l8b.model -p "The capital of France is" -n 1 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   say "8b bench"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] && variant "shader variant $(basename $v)" $v
-  done
+  variants
   say "8b tg128, naga's loop and division guards on (CYB_WGPU_CHECKED=1)"
   CYB_WGPU_CHECKED=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   llvk $M/l8b.gguf 8b
