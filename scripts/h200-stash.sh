@@ -7,6 +7,9 @@
 #   device 1..N:     carry [".devbin/stashK"]          command: scripts/h200-stash.sh put K
 #   device, then:    scripts/wgpu-h200.sh report       (joins and checks them)
 #
+# When the device will not stay up for nine calls in a row, `report` falls back
+# to clones of the two shapes (scripts/gguf_shape_clone.py, carry .devbin/heads).
+#
 # The parts are slices of one tar of the two files, with its SHA-256.
 set -euo pipefail
 cd "$(dirname "$0")/.."

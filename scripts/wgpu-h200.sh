@@ -103,6 +103,21 @@ kernel_tests() { # the carried kernel-test binary (.wgbin/wgpu_kernels) on this 
     .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
   fi
 }
+small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M: the real files stashed by earlier calls
+  # (scripts/h200-stash.sh), else clones of their shapes (scripts/gguf_shape_clone.py:
+  # the real headers carried in .devbin/heads, seeded random weights of the same dtypes)
+  if [ -f $M/stash/parts ]; then
+    say "SmolLM2 and Gemma: the real GGUFs (stashed)"
+    (cd $M && cat stash/stash.part-* >stash.tar && sha256sum -c stash/stash.tar.sha256 && tar xf stash.tar && rm stash.tar)
+  elif [ -d .devbin/heads ]; then
+    say "SmolLM2 and Gemma: SHAPE CLONES (real headers, tokenizers, names, shapes and dtypes; seeded random weights)"
+    for h in .devbin/heads/*.head.gz; do
+      python3 scripts/gguf_shape_clone.py fill "$h" $M/"$(basename "$h" .head.gz)".gguf
+    done
+  else
+    say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh) and no .devbin/heads"
+  fi
+}
 variants() { # tg128 of the 8B model with each shaders/variants/ folder
   for v in shaders/variants/*/; do
     [ -d "$v" ] && variant "shader variant $(basename $v)" $v
@@ -203,7 +218,7 @@ report)
   # bench, time to first token); greedy text of wgpu (f32 activations and the
   # default 8-bit ones) against the reference; then the 8B's tg128 on f32
   # activations, its decode profile and tg128 of each shaders/variants/ folder.
-  # carry .gl .wgbin .devbin/llvk
+  # carry .gl .wgbin .devbin/llvk .devbin/heads
   install_bin
   models_8b
   kernel_tests
@@ -211,19 +226,16 @@ report)
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   llvk $M/l8b.gguf 8b
   run_prompts
-  if [ -f $M/stash/parts ]; then
-    (cd $M && cat stash/stash.part-* >stash.tar && sha256sum -c stash/stash.tar.sha256 && tar xf stash.tar && rm stash.tar)
-    for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
-      $B import $M/$g.gguf -o $M/$g.model >/dev/null
-      CYB_WGPU_ACTIVATIONS=f32 parity $M/$g.model "$g (f32 activations)"
-      say "$g greedy, 8-bit activations: $(greedy $M/$g.model wgpu)"
-      say "$g bench"
-      $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3
-      llvk $M/$g.gguf $g
-    done
-  else
-    say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh)"
-  fi
+  small_models
+  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    [ -f $M/$g.gguf ] || continue
+    $B import $M/$g.gguf -o $M/$g.model >/dev/null
+    CYB_WGPU_ACTIVATIONS=f32 parity $M/$g.model "$g (f32 activations)"
+    say "$g greedy, 8-bit activations: $(greedy $M/$g.model wgpu)"
+    say "$g bench"
+    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3
+    llvk $M/$g.gguf $g
+  done
   say "8b tg128, f32 activations"
   CYB_WGPU_ACTIVATIONS=f32 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
   say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
