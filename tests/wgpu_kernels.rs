@@ -69,6 +69,35 @@ fn matvec_and_mm_long_rows_match_reference() {
     }
 }
 
+/// Products of 2 to 8 input rows on 8-bit activations
+/// (shaders/matvec_q8_cols.wgsl: short prompts, a few sequences at once) for
+/// every encoding that has them, judged against the reference on the rows
+/// rounded as the kernel rounds them: K over several turns of the
+/// workgroup's 64 threads, a row count no multiple of its 4 rows, and an
+/// output that is a column range of a wider one (the chunk offset). Nine
+/// rows leave this path.
+#[test]
+fn few_row_products_on_8_bit_activations_match_reference() {
+    let mut r = rng("few_row_products_on_8_bit_activations_match_reference");
+    let g = gpu();
+    let int8: Vec<DType> = matmul_dtypes().filter(|&d| g.int8_matvec(d)).collect();
+    assert_eq!(int8.len(), 7, "the 8-bit encodings: {int8:?}");
+    for dtype in int8 {
+        assert!(g.int8_product(dtype, 8) && !g.int8_product(dtype, 9));
+        let k = if dtype.block_values() == 256 {
+            4352
+        } else {
+            4192
+        };
+        let w = rand_weight(&mut r, &[37, k], dtype);
+        for m in [2, 5, 8] {
+            let x = rand_tensor(&mut r, &[m, k]);
+            let floor = matmul_typical(&x, &w);
+            check(&Op::Matmul, &[x, w.clone()], 1e-4, floor);
+        }
+    }
+}
+
 #[test]
 fn embed_every_dtype_matches_reference() {
     let mut r = rng("embed_every_dtype_matches_reference");

@@ -68,16 +68,22 @@ impl TextEngine {
         }
     }
 
-    /// One short forward on a throwaway cache: two tokens (the prompt
-    /// kernels), then one (the decode kernels) and a greedy pick, so that a
+    /// Short forwards on a throwaway cache: sixteen tokens (the kernels of
+    /// long prompts, where a backend tiles prompt rows), two (those of short
+    /// prompts), then one (the decode kernels) and a greedy pick, so that a
     /// backend that prepares weights and kernels at first use
     /// ([`crate::backend::Capabilities::warm_up_at_load`]) does it now.
     pub fn warm_up(&self, dispatcher: &Dispatcher) -> Result<(), ExecutionError> {
+        const LONG_PROMPT: usize = 16;
         let mut cache = self.new_cache(dispatcher)?;
         if cache.capacity() < 3 {
             return Ok(());
         }
         let mut ctx = ExecContext::new(dispatcher.threads());
+        if cache.capacity() >= LONG_PROMPT + 3 {
+            let ids = [0; LONG_PROMPT];
+            self.forward(dispatcher, &mut ctx, &mut cache, &ids, LogitRows::Last)?;
+        }
         self.forward(dispatcher, &mut ctx, &mut cache, &[0, 0], LogitRows::Last)?;
         let logits = self.forward(dispatcher, &mut ctx, &mut cache, &[0], LogitRows::Last)?;
         let greedy = SampleParams {

@@ -38,10 +38,8 @@ pub fn check_on(g: &WgpuBackend, op: &Op, inputs: &[Tensor], tol: f32, floor: f3
     let got = g.execute(op, inputs, &mut ctx).expect("wgpu executes");
     let want = if let Some(want) = int8_operand_reference(g, op, inputs) {
         want
-    } else if g.matrix_units() {
-        f16_operand_reference(op, inputs)
     } else {
-        reference::execute(op, inputs).expect("reference executes")
+        f16_operand_reference(g, op, inputs)
     };
     assert_eq!(got.len(), want.len(), "{op:?}: output counts differ");
     for (a, b) in got.iter().zip(&want) {
@@ -90,22 +88,33 @@ pub fn q8_rounded(t: &Tensor) -> Tensor {
     Tensor::from_f32(t.shape(), v).unwrap()
 }
 
-/// The reference for a product of one input row that `g` runs on 8-bit
-/// activations ([`WgpuBackend::int8_matvec`] of its weight's encoding): the
-/// input row (after the norm, for a fused norm) rounded as [`q8_rounded`];
+/// The reference for a product that `g` runs on 8-bit activations
+/// ([`WgpuBackend::int8_product`] of its weight's encoding and input rows): the
+/// input rows (after the norm, for a fused norm) rounded as [`q8_rounded`];
 /// `None` for every other op. The kernel's offset term s = d * sum(q) of
 /// q4_1 / q5_1 is rounded to f16 (as ggml's q8_1 and the cpu backend's), which
 /// the rounded operand does not express: measured on lavapipe, the largest
 /// error of the kernel tests is 3e-5 of the typical output, within their 1e-4.
 fn int8_operand_reference(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> Option<Vec<Tensor>> {
-    let one_row = |t: &Tensor| t.numel() == t.shape().last().copied().unwrap_or(1);
+    let rows = |t: &Tensor| t.numel() / t.shape().last().copied().unwrap_or(1).max(1);
     let run = |op: &Op, ins: &[Tensor]| reference::execute(op, ins).expect("reference executes");
     let weight = match op {
         Op::Matmul | Op::FusedQkv | Op::FusedSwiGlu => &inputs[1],
         Op::FusedNormMatmul { .. } => &inputs[2],
         _ => return None,
     };
-    if !one_row(&inputs[0]) || !g.int8_matvec(weight.dtype()) {
+    let int8 = |w: &Tensor| g.int8_product(w.dtype(), rows(&inputs[0]));
+    if let (Op::FusedQkv, false) = (op, inputs[1..].iter().all(|w| int8(w) == int8(weight))) {
+        // Q, K and V of encodings on different paths: each its own product.
+        let plain =
+            |w: &Tensor| f16_operand_reference(g, &Op::Matmul, &[inputs[0].clone(), w.clone()]);
+        let on_int8 = |w: &Tensor| run(&Op::Matmul, &[q8_rounded(&inputs[0]), w.clone()]);
+        let outs = inputs[1..]
+            .iter()
+            .map(|w| if int8(w) { on_int8(w) } else { plain(w) });
+        return Some(outs.map(|mut o| o.remove(0)).collect());
+    }
+    if !int8(weight) {
         return None;
     }
     if let Op::FusedNormMatmul { eps, add_one } = op {
@@ -128,13 +137,16 @@ fn f16_rounded(t: &Tensor) -> Tensor {
     Tensor::from_f32(t.shape(), r).unwrap()
 }
 
-/// The reference for a device whose products of several input rows run on
-/// the matrix units: those products take their input rows and (decoded)
-/// weights rounded to f16, as the kernel does, and sum exactly; everything
-/// else (one input row, other ops) is the plain reference.
-fn f16_operand_reference(op: &Op, inputs: &[Tensor]) -> Vec<Tensor> {
+/// The reference where `g`'s products of several input rows run on the
+/// matrix units: those products take their input rows and (decoded) weights
+/// rounded to f16, as the kernel does, and sum exactly; everything else (one
+/// input row, other ops, devices without matrix units) is the plain reference.
+fn f16_operand_reference(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> Vec<Tensor> {
     let rows = |t: &Tensor| t.numel() / t.shape().last().copied().unwrap_or(1).max(1);
     let run = |op: &Op, ins: &[Tensor]| reference::execute(op, ins).expect("reference executes");
+    if !g.matrix_units() {
+        return run(op, inputs);
+    }
     match op {
         Op::Matmul | Op::FusedQkv | Op::FusedSwiGlu if rows(&inputs[0]) > 1 => {
             run(op, &inputs.iter().map(f16_rounded).collect::<Vec<_>>())

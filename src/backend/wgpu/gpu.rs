@@ -320,6 +320,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("matvec_glu.wgsl"),
             mv_reduce,
         ],
+        "matvec_q8_cols" => vec![file!("matvec_q8_cols.wgsl"), file!("dequant_q8.wgsl")],
         _ => return None,
     })
 }
@@ -1115,7 +1116,12 @@ mod tests {
                 keys.push(format!("{k}:{name}"));
             }
         }
-        for k in ["matvec_q8", "matvec_q8_qkv", "matvec_q8_glu"] {
+        for k in [
+            "matvec_q8",
+            "matvec_q8_qkv",
+            "matvec_q8_glu",
+            "matvec_q8_cols",
+        ] {
             for name in INT8_MATVEC.into_iter().filter_map(deq_name) {
                 keys.push(format!("{k}:{name}"));
             }

@@ -119,6 +119,13 @@ impl WgpuBackend {
         self.gpu.int8_matvec(dtype)
     }
 
+    /// Whether a product of `rows` input rows with a weight of `dtype` runs on
+    /// 8-bit activations: [`WgpuBackend::int8_matvec`] encodings, up to 8 rows
+    /// (one row: the decode matvec; 2 to 8: shaders/matvec_q8_cols.wgsl).
+    pub fn int8_product(&self, dtype: DType, rows: usize) -> bool {
+        rows <= ops::INT8_PRODUCT_ROWS && self.gpu.int8_matvec(dtype)
+    }
+
     /// Creates the device enabling the optional features this backend uses
     /// (SHADER_F16, SUBGROUP, TIMESTAMP_QUERY) that are in `allowed`.
     fn with_features(allowed: wgpu::Features) -> Result<WgpuBackend, ExecutionError> {
@@ -259,7 +266,8 @@ impl WgpuBackend {
     /// Whether products of several input rows (prefill) run on the matrix
     /// units: f16 operands (inputs and decoded weights rounded to f16), f32
     /// sums. Off where the adapter lacks 16x16x16 f16 cooperative matrices or
-    /// `CYB_WGPU_COOP=0`; one input row (decode) always takes the f32 matvec.
+    /// `CYB_WGPU_COOP=0`. Products that [`WgpuBackend::int8_product`] takes
+    /// do not run there; other one-row products take the f32 matvec.
     pub fn matrix_units(&self) -> bool {
         self.gpu.coop_matmul()
     }

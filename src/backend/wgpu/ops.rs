@@ -14,6 +14,10 @@ const TM: usize = 8;
 const MV_ROWS: usize = 4;
 /// Bytes of one 8-bit activation block of 32 values (shaders/q8_block.wgsl).
 const INT8_BLOCK_BYTES: u64 = 48;
+/// The most input rows a product takes on 8-bit activations through the
+/// matvec-like kernel (MC in shaders/matvec_q8_cols.wgsl); more rows go to
+/// the tiled kernels, which read each weight tile once for many rows.
+pub(super) const INT8_PRODUCT_ROWS: usize = 8;
 /// Weight rows and input rows per workgroup of the matrix-unit product (BN,
 /// BM in mm_coop.wgsl).
 const COOP_ROWS: usize = 128;
@@ -130,7 +134,7 @@ fn matmul(
                     1,
                 )?;
             } else {
-                mm(gpu, rec, name, &[&c.buf, x, y], p, c.rows, m)?;
+                mm(gpu, rec, wt.dtype(), name, &[&c.buf, x, y], p, c.rows, m)?;
             }
         }
         Ok(())
@@ -139,8 +143,8 @@ fn matmul(
 
 /// The decode matvec kernel `base` (`matvec`, `matvec_qkv`, `matvec_glu`)
 /// for a weight of `dtype` and its x operand: the 8-bit variant (`matvec_q8`,
-/// ...) with the row quantized to 8-bit blocks (shaders/quant_q8.wgsl, one
-/// dispatch) where [`Gpu::int8_matvec`] says so, else `base` with `x`.
+/// ...) with the row as 8-bit blocks ([`int8_operand`]) where
+/// [`Gpu::int8_matvec`] says so, else `base` with `x`.
 fn decode_operand(
     gpu: &Gpu,
     rec: &mut Recorder,
@@ -153,39 +157,66 @@ fn decode_operand(
         return Ok((base.to_string(), x.clone()));
     }
     let kernel = base.replacen("matvec", "matvec_q8", 1);
+    Ok((kernel, int8_operand(gpu, rec, x, 1, k)?))
+}
+
+/// The `m` rows of `k` values in `x` as 8-bit blocks (shaders/quant_q8.wgsl,
+/// one dispatch), or the blocks an earlier op of this batch already wrote
+/// for `x` ([`Recorder::int8_rows`]: a one-row norm's output, or the operand
+/// quantized for an earlier product of the same rows).
+fn int8_operand(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    m: usize,
+    k: usize,
+) -> Result<wgpu::Buffer, ExecutionError> {
     if let Some(xq) = rec.int8_rows.get(x) {
-        return Ok((kernel, xq.clone()));
+        return Ok(xq.clone());
     }
     let blocks = k.div_ceil(32);
-    let xq = gpu.frame(rec, blocks as u64 * INT8_BLOCK_BYTES)?;
+    let xq = gpu.frame(rec, (m * blocks) as u64 * INT8_BLOCK_BYTES)?;
     let mut p: Params = [0; 32];
     p[0] = k as u32;
     p[1] = blocks as u32;
+    p[2] = m as u32;
     p[24] = f32::NAN.to_bits();
     gpu.dispatch(
         rec,
         "quant_q8",
         &[x, xq.buffer()],
         p,
-        (blocks as u64).div_ceil(WG),
+        ((m * blocks) as u64).div_ceil(WG),
         1,
     )?;
-    Ok((kernel, xq.buffer().clone()))
+    let xq = xq.buffer().clone();
+    rec.int8_rows.insert(x.clone(), xq.clone());
+    Ok(xq)
 }
 
 /// One product of `m > 1` input rows with `rows` weight rows of a chunk
-/// (parameters as shaders/mm.wgsl takes them): on the matrix units where the
-/// device has them (shaders/mm_coop.wgsl, f16 operands, f32 sums), else the
-/// f32 tiled kernel.
+/// (`bufs` = weights, x, y; parameters as shaders/mm.wgsl takes them): up to
+/// [`INT8_PRODUCT_ROWS`] rows of an [`Gpu::int8_matvec`] encoding on 8-bit
+/// activations (shaders/matvec_q8_cols.wgsl: the weights read once for all
+/// rows, as in decode); else on the matrix units where the device has them
+/// (shaders/mm_coop.wgsl, f16 operands, f32 sums), else the f32 tiled kernel.
+#[allow(clippy::too_many_arguments)]
 fn mm(
     gpu: &Gpu,
     rec: &mut Recorder,
+    dtype: DType,
     name: &str,
-    bufs: &[&wgpu::Buffer],
+    bufs: &[&wgpu::Buffer; 3],
     p: Params,
     rows: usize,
     m: usize,
 ) -> Result<(), ExecutionError> {
+    if m <= INT8_PRODUCT_ROWS && gpu.int8_matvec(dtype) {
+        let xq = int8_operand(gpu, rec, bufs[1], m, p[2] as usize)?;
+        let groups = rows.div_ceil(MV_ROWS) as u64;
+        let kernel = format!("matvec_q8_cols:{name}");
+        return gpu.dispatch(rec, &kernel, &[bufs[0], &xq, bufs[2]], p, groups, 1);
+    }
     if gpu.coop_matmul() {
         let groups = rows.div_ceil(COOP_ROWS) as u64;
         let z = m.div_ceil(COOP_INPUT_ROWS) as u32;
@@ -249,7 +280,7 @@ fn fused_products(
             n as u32,
             base as u32,
         ]);
-        mm(gpu, rec, name, &[&c.buf, x, y], p, n, m)?;
+        mm(gpu, rec, dtype, name, &[&c.buf, x, y], p, n, m)?;
         base += n;
     }
     Ok(())
