@@ -77,7 +77,7 @@ models_8b() { # adapter report, tiny parity, the 8B-shaped GGUF and its .model i
   export PYTHONPATH=$PWD/.wgbin/py
   python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/tiny.gguf --shape tiny
   $B import $M/tiny.gguf -o $M/tiny.model >/dev/null
-  parity $M/tiny.model tiny
+  CYB_WGPU_ACTIVATIONS=f32 parity $M/tiny.model "tiny (f32 activations)"
   time python3 scripts/make_random_llama_gguf.py .wgbin/vocab.gguf $M/l8b.gguf --shape 8b
   time $B import $M/l8b.gguf -o $M/l8b.model >/dev/null
 }
@@ -100,7 +100,7 @@ variant() { # label dir: tg128 of the 8B model with the shaders in dir
 kernel_tests() { # the carried kernel-test binary (.wgbin/wgpu_kernels) on this GPU, when present
   if [ -x .wgbin/wgpu_kernels ]; then
     say "kernel tests on this GPU"
-    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked" || true
+    .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked|relative error|differ" || true
   fi
 }
 small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M: the real files stashed by earlier calls

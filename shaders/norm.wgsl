@@ -2,8 +2,9 @@
 // mode & 3: 0 RmsNorm * g, 1 RmsNorm * (1 + g), 2 LayerNorm * g + bias,
 // 3 LayerNorm * g. mode & 4: the row is x + r (a residual add), also written
 // to s. mode & 8 (one row, D a multiple of 32): the output also as the 8-bit
-// blocks of the integer-dot matvec into xq (q8_block.wgsl, appended; g.x =
-// a NaN), so its product needs no quantizing dispatch of its own.
+// blocks of the integer-dot matvec into xq (q8_block.wgsl and q8_parts.wgsl,
+// appended; g.x = a NaN), so its product needs no quantizing dispatch of its
+// own; the blocks among the values a thread holds are written from registers.
 // `reduce_sum` is appended (reduce_sg.wgsl with subgroups,
 // reduce_wg.wgsl without); its `Lanes` are this entry point's extra builtins.
 // Each thread keeps its first NV groups of 4 values in registers (rows up to
@@ -20,6 +21,7 @@
 
 const WG: u32 = 256u;
 const NV: u32 = 4u;
+const Q8_WG: u32 = WG;
 
 // Values k .. k + 4 of the row at `base` (x + r when adding), zero past D.
 fn load4(base: u32, k: u32, d: u32, skip: bool) -> vec4<f32> {
@@ -35,19 +37,23 @@ fn load4(base: u32, k: u32, d: u32, skip: bool) -> vec4<f32> {
     return v;
 }
 
-fn store4(base: u32, k: u32, d: u32, v: vec4<f32>, mean: f32, inv: f32, mode: u32) {
+// Writes the normalized values k .. k + 4 (those below D) and returns them
+// (zero past D).
+fn store4(base: u32, k: u32, d: u32, v: vec4<f32>, mean: f32, inv: f32, mode: u32) -> vec4<f32> {
+    var out = vec4<f32>();
     for (var i = 0u; i < 4u; i++) {
         let kk = k + i;
         if kk < d {
             let u = (v[i] - mean) * inv;
             switch mode {
-                case 0u: { y[base + kk] = u * g[kk]; }
-                case 1u: { y[base + kk] = u * (1.0 + g[kk]); }
-                case 2u: { y[base + kk] = u * g[kk] + bias[kk]; }
-                default: { y[base + kk] = u * g[kk]; }
+                case 1u: { out[i] = u * (1.0 + g[kk]); }
+                case 2u: { out[i] = u * g[kk] + bias[kk]; }
+                default: { out[i] = u * g[kk]; }
             }
+            y[base + kk] = out[i];
         }
     }
+    return out;
 }
 
 @compute @workgroup_size(256)
@@ -103,20 +109,28 @@ fn main(
         }
     }
     let inv = 1.0 / sqrt(reduce_sum(t, sq, lanes) / f32(max(d, 1u)) + eps);
+    let int8 = (p.a.z & 8u) != 0u;
+    let nan = bitcast<f32>(p.g.x);
     for (var i = 0u; i < NV; i++) {
-        store4(base, 4u * (i * WG + t), d, v[i], mean, inv, mode);
+        let k = 4u * (i * WG + t);
+        let out = store4(base, k, d, v[i], mean, inv, mode);
+        if int8 {
+            // The blocks among the values held: by the eight threads holding each.
+            q8_store_parts(k / 32u, t, out, k < d, nan);
+        }
     }
     for (var k = held + t; k < d; k += WG) {
         store4(base, k, k + 1u, vec4<f32>(row_value(base + k, skip)), mean, inv, mode);
     }
-    if (p.a.z & 8u) != 0u {
+    if int8 && d > held {
+        // The blocks past those: read back, one thread per block.
         storageBarrier();
-        for (var b = t; b < d / 32u; b += WG) {
+        for (var b = held / 32u + t; b < d / 32u; b += WG) {
             var q: array<f32, 32>;
             for (var i = 0u; i < 32u; i++) {
                 q[i] = y[base + 32u * b + i];
             }
-            q8_store(b, q, bitcast<f32>(p.g.x));
+            q8_store(b, q, nan);
         }
     }
 }

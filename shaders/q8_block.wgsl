@@ -8,8 +8,19 @@
 // no NaN literal, the caller's parameters carry one), so every product over
 // the block is NaN as the reference's would be. `xq` is the includer's.
 
+// v rounded to the nearest f16 (ties to even), as an f32: by hand, because
+// pack2x16float leaves the rounding to the driver (not to nearest on every GPU).
 fn f16_precision(v: f32) -> f32 {
-    return unpack2x16float(pack2x16float(vec2<f32>(v, 0.0))).x;
+    let a = abs(v);
+    let bits = bitcast<u32>(v);
+    if a < 6.1035156e-5 {
+        // f16 subnormals: multiples of 2^-24.
+        return round(v * 16777216.0) / 16777216.0;
+    }
+    if a >= 65520.0 {
+        return bitcast<f32>((bits & 0x80000000u) | 0x7f800000u);
+    }
+    return bitcast<f32>((bits + 0xfffu + ((bits >> 13u) & 1u)) & 0xffffe000u);
 }
 
 fn q8_store(b: u32, v: array<f32, 32>, nan: f32) {

@@ -268,7 +268,12 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "mm_coop" => vec![file!("mm_coop.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
-        "norm" => vec![file!("norm.wgsl"), file!("q8_block.wgsl"), reduce],
+        "norm" => vec![
+            file!("norm.wgsl"),
+            file!("q8_block.wgsl"),
+            file!("q8_parts.wgsl"),
+            reduce,
+        ],
         "group_norm" => vec![file!("group_norm.wgsl"), reduce],
         "conv" => vec![file!("conv.wgsl")],
         "copy_nd" => vec![file!("copy_nd.wgsl")],
@@ -299,7 +304,11 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             mv_reduce,
         ],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
-        "quant_q8" => vec![file!("quant_q8.wgsl"), file!("q8_block.wgsl")],
+        "quant_q8" => vec![
+            file!("quant_q8.wgsl"),
+            file!("q8_block.wgsl"),
+            file!("q8_parts.wgsl"),
+        ],
         "matvec_q8" => vec![
             file!("matvec_q8.wgsl"),
             file!("dequant_q8.wgsl"),

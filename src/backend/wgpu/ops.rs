@@ -14,6 +14,8 @@ const TM: usize = 8;
 const MV_ROWS: usize = 4;
 /// Bytes of one 8-bit activation block of 32 values (shaders/q8_block.wgsl).
 const INT8_BLOCK_BYTES: u64 = 48;
+/// 8-bit blocks per quant_q8 workgroup (Q8_WG / 8 in shaders/quant_q8.wgsl).
+const QUANT_BLOCKS_PER_GROUP: u64 = 8;
 /// The most input rows a product takes on 8-bit activations through the
 /// matvec-like kernel (MC in shaders/matvec_q8_cols.wgsl); more rows go to
 /// the tiled kernels, which read each weight tile once for many rows.
@@ -186,7 +188,7 @@ fn int8_operand(
         "quant_q8",
         &[x, xq.buffer()],
         p,
-        ((m * blocks) as u64).div_ceil(WG),
+        ((m * blocks) as u64).div_ceil(QUANT_BLOCKS_PER_GROUP),
         1,
     )?;
     let xq = xq.buffer().clone();
