@@ -242,6 +242,19 @@ report)
   CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
   variants
   ;;
+quick)
+  # report's 8B part alone (kernel tests, bench next to llama.cpp-Vulkan, decode
+  # profile), for a kernel change when little device time is left.
+  # carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  kernel_tests
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
+  ;;
 smol1)
   install_bin
   cp .xfer1/* $M/

@@ -10,7 +10,8 @@
 // (row, head), rescales the chunks to their common max and writes O.
 // d.y = 1 (one query row, dv a multiple of 32): the stage that writes O also
 // writes each head's output as the 8-bit blocks of the integer-dot matvec into
-// xq (q8_block.wgsl, appended; g.x = a NaN), for the output projection.
+// xq (q8_block.wgsl and q8_parts.wgsl, appended; g.x = a NaN), for the output
+// projection.
 // `key_range` is appended (attention_keys.wgsl).
 // Per tile of TILE keys: four threads per key share its dot product (each a
 // quarter of the dimensions, 16 contiguous values per turn); P V takes one
@@ -25,6 +26,7 @@
 @group(0) @binding(6) var<uniform> p: Params;
 
 const WG: u32 = 256u;
+const Q8_WG: u32 = WG;
 const TILE: u32 = 64u;
 const NEG: f32 = -3.4028235e38;
 var<workgroup> qs: array<f32, 256>;
@@ -186,18 +188,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 }
 
 // With d.y = 1: the 8-bit blocks of (row, head) g's output, once the
-// workgroup has written it.
+// workgroup has written it: thread t reads values 4t .. 4t + 3 back and the
+// eight threads of each block write it together (q8_parts.wgsl).
 fn int8_copy(g: u32, t: u32, dv: u32, valid: bool) {
     if p.d.y == 1u {
         storageBarrier();
-        if valid && t < dv / 32u {
-            var v: array<f32, 32>;
-            let base = g * dv + 32u * t;
-            for (var i = 0u; i < 32u; i++) {
-                v[i] = o[base + i];
-            }
-            q8_store(g * (dv / 32u) + t, v, bitcast<f32>(p.g.x));
+        let live = valid && 4u * t < dv;
+        var v = vec4<f32>();
+        if live {
+            let base = g * dv + 4u * t;
+            v = vec4<f32>(o[base], o[base + 1u], o[base + 2u], o[base + 3u]);
         }
+        q8_store_parts(g * (dv / 32u) + t / 8u, t, v, live, bitcast<f32>(p.g.x));
     }
 }
 

@@ -287,6 +287,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("attention.wgsl"),
             file!("attention_keys.wgsl"),
             file!("q8_block.wgsl"),
+            file!("q8_parts.wgsl"),
         ],
         "attention_rows" => vec![file!("attention_rows.wgsl"), file!("attention_keys.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
