@@ -103,6 +103,18 @@ kernel_tests() { # the carried kernel-test binary (.wgbin/wgpu_kernels) on this 
     .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked|relative error|differ" || true
   fi
 }
+bench_8b() { # the binary, the 8B shape, the kernel tests, then its bench next to llama.cpp-Vulkan
+  install_bin
+  models_8b
+  kernel_tests
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+}
+profile_8b() { # the 8B shape's decode time per kernel
+  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
+}
 small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M: the real files stashed by earlier calls
   # (scripts/h200-stash.sh), else clones of their shapes (scripts/gguf_shape_clone.py:
   # the real headers carried in .devbin/heads, seeded random weights of the same dtypes)
@@ -219,12 +231,7 @@ report)
   # default 8-bit ones) against the reference; then the 8B's tg128 on f32
   # activations, its decode profile and tg128 of each shaders/variants/ folder.
   # carry .gl .wgbin .devbin/llvk .devbin/heads
-  install_bin
-  models_8b
-  kernel_tests
-  say "8b bench"
-  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  llvk $M/l8b.gguf 8b
+  bench_8b
   run_prompts
   small_models
   for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
@@ -238,22 +245,15 @@ report)
   done
   say "8b tg128, f32 activations"
   CYB_WGPU_ACTIVATIONS=f32 $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3
-  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
-  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
+  profile_8b
   variants
   ;;
 quick)
   # report's 8B part alone (kernel tests, bench next to llama.cpp-Vulkan, decode
   # profile), for a kernel change when little device time is left.
   # carry .gl .wgbin .devbin/llvk
-  install_bin
-  models_8b
-  kernel_tests
-  say "8b bench"
-  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
-  llvk $M/l8b.gguf 8b
-  say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
-  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
+  bench_8b
+  profile_8b
   ;;
 smol1)
   install_bin

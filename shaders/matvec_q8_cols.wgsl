@@ -7,6 +7,7 @@
 // multiplied by the block of every input row (`q8_dot`, shaders/dequant_q8.wgsl)
 // while it is in cache, so the weights are read once for all rows, as in the
 // one-row matvec (shaders/matvec_q8.wgsl).
+// shaders/sum_rows.wgsl is appended (the workgroup sum).
 // Parameters as shaders/mm.wgsl: a = (M, N rows used, K, row bytes),
 // b = (n_off, y row stride, first row of the chunk used).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -17,7 +18,8 @@
 const NR: u32 = 4u;
 const MC: u32 = 8u;
 const MV_WG: u32 = 64u;
-var<workgroup> part: array<array<vec4<f32>, MC>, MV_WG>;
+const ROWS: u32 = MC;
+const SUM_WG: u32 = MV_WG;
 
 fn x_block(sb: u32) -> Xq {
     let m = xq[3u * sb + 2u];
@@ -45,19 +47,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             }
         }
     }
-    part[t] = acc;
-    workgroupBarrier();
-    for (var s = MV_WG / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            for (var c = 0u; c < MC; c++) {
-                part[t][c] += part[t + s][c];
-            }
-        }
-        workgroupBarrier();
-    }
+    var total = sum_rows(t, acc);
     // Thread c stores input row c's NR sums.
     if t < cols {
-        let v = part[0][t];
+        let v = total[t];
         for (var r = 0u; r < NR; r++) {
             if n0 + r < p.a.y {
                 y[t * p.b.y + p.b.x + n0 + r] = v[r];

@@ -2,6 +2,7 @@
 // encoding, several input rows (prefill). Each workgroup computes NR weight
 // rows x TM input rows: every part of a weight block is decoded once (whole
 // words, `mv_dq` in shaders/dequant.wgsl) and used for TM input rows.
+// shaders/sum_rows.wgsl is appended (the workgroup sum).
 // a = (M, N rows used, K, row bytes), b = (n_off, y row stride, first row
 // of the chunk used).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
@@ -12,7 +13,8 @@
 const NR: u32 = 4u;
 const TM: u32 = 8u;
 const MM_WG: u32 = 64u;
-var<workgroup> part: array<array<vec4<f32>, TM>, MM_WG>;
+const ROWS: u32 = TM;
+const SUM_WG: u32 = MM_WG;
 
 // x[row, k..k+4], zero past K.
 fn xrow4(base: u32, k: u32, kk: u32) -> vec4<f32> {
@@ -56,23 +58,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             acc[r] += vec4<f32>(dq_dot(q0, xa, xc), dq_dot(q1, xa, xc), dq_dot(q2, xa, xc), dq_dot(q3, xa, xc));
         }
     }
-    for (var r = 0u; r < TM; r++) {
-        part[t][r] = acc[r];
-    }
-    workgroupBarrier();
-    for (var s = MM_WG / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            for (var r = 0u; r < TM; r++) {
-                part[t][r] += part[t + s][r];
-            }
-        }
-        workgroupBarrier();
-    }
+    var total = sum_rows(t, acc);
     if t < TM * NR {
         let r = t / NR;
         let c = t % NR;
         if m0 + r < p.a.x && n0 + c < p.a.y {
-            y[(m0 + r) * p.b.y + p.b.x + n0 + c] = part[0][r][c];
+            y[(m0 + r) * p.b.y + p.b.x + n0 + c] = total[r][c];
         }
     }
 }

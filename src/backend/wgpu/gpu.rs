@@ -264,7 +264,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         file!("matvec_wg.wgsl")
     };
     Some(match name {
-        "mm" => vec![file!("mm.wgsl")],
+        "mm" => vec![file!("mm.wgsl"), file!("sum_rows.wgsl")],
         "mm_coop" => vec![file!("mm_coop.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
@@ -330,7 +330,11 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("matvec_glu.wgsl"),
             mv_reduce,
         ],
-        "matvec_q8_cols" => vec![file!("matvec_q8_cols.wgsl"), file!("dequant_q8.wgsl")],
+        "matvec_q8_cols" => vec![
+            file!("matvec_q8_cols.wgsl"),
+            file!("dequant_q8.wgsl"),
+            file!("sum_rows.wgsl"),
+        ],
         _ => return None,
     })
 }
