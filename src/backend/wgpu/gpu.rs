@@ -184,6 +184,11 @@ pub struct Gpu {
     int8_activations: bool,
 }
 
+/// The most input rows a product takes on 8-bit activations through the
+/// matvec-like kernels (MC in shaders/matvec_q8_cols.wgsl); more rows go to
+/// the tiled kernels, which read each weight tile once for many rows.
+const INT8_PRODUCT_ROWS: usize = 8;
+
 /// Encodings with an integer-dot decode matvec (shaders/dequant_q8.wgsl).
 const INT8_MATVEC: [DType; 7] = [
     DType::Q4_0,
@@ -392,6 +397,14 @@ impl Gpu {
     /// activations (shaders/quant_q8.wgsl, shaders/matvec_q8.wgsl).
     pub fn int8_matvec(&self, dtype: DType) -> bool {
         self.int8_activations && INT8_MATVEC.contains(&dtype)
+    }
+
+    /// Whether a product of `rows` input rows with a weight of `dtype` runs on
+    /// 8-bit activations: [`Gpu::int8_matvec`] encodings, up to
+    /// [`INT8_PRODUCT_ROWS`] rows (one: the decode matvec; more:
+    /// shaders/matvec_q8_cols.wgsl).
+    pub fn int8_product(&self, dtype: DType, rows: usize) -> bool {
+        rows <= INT8_PRODUCT_ROWS && self.int8_matvec(dtype)
     }
 
     /// Whether the one-row products of [`Gpu::int8_matvec`] encodings take

@@ -123,7 +123,7 @@ impl WgpuBackend {
     /// 8-bit activations: [`WgpuBackend::int8_matvec`] encodings, up to 8 rows
     /// (one row: the decode matvec; 2 to 8: shaders/matvec_q8_cols.wgsl).
     pub fn int8_product(&self, dtype: DType, rows: usize) -> bool {
-        rows <= ops::INT8_PRODUCT_ROWS && self.gpu.int8_matvec(dtype)
+        self.gpu.int8_product(dtype, rows)
     }
 
     /// Creates the device enabling the optional features this backend uses

@@ -16,10 +16,6 @@ const MV_ROWS: usize = 4;
 const INT8_BLOCK_BYTES: u64 = 48;
 /// 8-bit blocks per quant_q8 workgroup (Q8_WG / 8 in shaders/quant_q8.wgsl).
 const QUANT_BLOCKS_PER_GROUP: u64 = 8;
-/// The most input rows a product takes on 8-bit activations through the
-/// matvec-like kernel (MC in shaders/matvec_q8_cols.wgsl); more rows go to
-/// the tiled kernels, which read each weight tile once for many rows.
-pub(super) const INT8_PRODUCT_ROWS: usize = 8;
 /// Weight rows and input rows per workgroup of the matrix-unit product (BN,
 /// BM in mm_coop.wgsl).
 const COOP_ROWS: usize = 128;
@@ -136,7 +132,7 @@ fn matmul(
                     1,
                 )?;
             } else {
-                mm(gpu, rec, wt.dtype(), name, &[&c.buf, x, y], p, c.rows, m)?;
+                mm(gpu, rec, wt.dtype(), &[&c.buf, x, y], p, c.rows, m)?;
             }
         }
         Ok(())
@@ -197,23 +193,22 @@ fn int8_operand(
 }
 
 /// One product of `m > 1` input rows with `rows` weight rows of a chunk
-/// (`bufs` = weights, x, y; parameters as shaders/mm.wgsl takes them): up to
-/// [`INT8_PRODUCT_ROWS`] rows of an [`Gpu::int8_matvec`] encoding on 8-bit
-/// activations (shaders/matvec_q8_cols.wgsl: the weights read once for all
-/// rows, as in decode); else on the matrix units where the device has them
+/// (`bufs` = weights of `dtype`, x, y; parameters as shaders/mm.wgsl takes
+/// them): on 8-bit activations where [`Gpu::int8_product`] says so
+/// (shaders/matvec_q8_cols.wgsl: the weights read once for all rows, as in
+/// decode); else on the matrix units where the device has them
 /// (shaders/mm_coop.wgsl, f16 operands, f32 sums), else the f32 tiled kernel.
-#[allow(clippy::too_many_arguments)]
 fn mm(
     gpu: &Gpu,
     rec: &mut Recorder,
     dtype: DType,
-    name: &str,
     bufs: &[&wgpu::Buffer; 3],
     p: Params,
     rows: usize,
     m: usize,
 ) -> Result<(), ExecutionError> {
-    if m <= INT8_PRODUCT_ROWS && gpu.int8_matvec(dtype) {
+    let name = deq_name(dtype).ok_or_else(|| unsupported("Matmul", dtype))?;
+    if gpu.int8_product(dtype, m) {
         let xq = int8_operand(gpu, rec, bufs[1], m, p[2] as usize)?;
         let groups = rows.div_ceil(MV_ROWS) as u64;
         let kernel = format!("matvec_q8_cols:{name}");
@@ -282,7 +277,7 @@ fn fused_products(
             n as u32,
             base as u32,
         ]);
-        mm(gpu, rec, dtype, name, &[&c.buf, x, y], p, n, m)?;
+        mm(gpu, rec, dtype, &[&c.buf, x, y], p, n, m)?;
         base += n;
     }
     Ok(())
