@@ -248,6 +248,39 @@ report)
   profile_8b
   variants
   ;;
+hostgpu)
+  # issue 23 decode: where a step's time goes. Host times per batch
+  # (CYB_WGPU_PROFILE=host) at the default batch and with one submit per step
+  # (CYB_WGPU_BATCH=4096: host and GPU in series, so the GPU's share is the
+  # step less the host's), tg128 at other batch sizes, the same for the small
+  # models; llama.cpp-Vulkan's per-op GPU times (GGML_VK_PERF_LOGGER) to $OUT.
+  # carry .gl .wgbin .devbin/llvk .devbin/heads
+  install_bin
+  models_8b
+  small_models
+  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    [ -f $M/$g.gguf ] && $B import $M/$g.gguf -o $M/$g.model >/dev/null
+  done
+  for m in l8b SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    for n in 32 4096; do
+      say "$m tg128 host times, CYB_WGPU_BATCH=$n"
+      CYB_WGPU_PROFILE=host CYB_WGPU_BATCH=$n $B bench $M/$m.model --backend wgpu -p 0 -n 128 -r 1 2>&1 | grep -v "^| -"
+    done
+  done
+  for n in 16 64; do
+    say "8b tg128, CYB_WGPU_BATCH=$n"
+    CYB_WGPU_BATCH=$n $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 2 | tail -1
+  done
+  if [ -x $LLVK ]; then
+    for m in l8b SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+      g=$M/$m.gguf; [ $m = l8b ] && g=$M/l8b.gguf
+      say "$m llama.cpp-Vulkan tg128"
+      $LLVK -m $g -p 0 -n 128 -ngl 99 -r 2 | grep tg128
+      GGML_VK_PERF_LOGGER=1 GGML_VK_PERF_LOGGER_FREQUENCY=8 $LLVK -m $g -p 0 -n 16 -ngl 99 -r 1 >${OUT:-/tmp}/perf-$m.log 2>&1
+      tail -40 ${OUT:-/tmp}/perf-$m.log
+    done
+  fi
+  ;;
 quick)
   # report's 8B part alone (kernel tests, bench next to llama.cpp-Vulkan, decode
   # profile), for a kernel change when little device time is left.

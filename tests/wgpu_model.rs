@@ -9,9 +9,17 @@
 //! would otherwise pass; measured: 1954 of 1954), every op of the reference
 //! run on `reference`.
 //! No Vulkan adapter fails the test (the run exits with `BackendInit`).
+//!
+//! Greedy decoding on wgpu picks each token on the device and queues the next
+//! forward before reading the pick back (`Backend::argmax_on_device`); a
+//! chat of two turns (the first ending on the stop token, whose forward is
+//! taken back out of the cache) gives the same tokens, text and history as
+//! the host's pick (top-k 1 at temperature 1, which samples on the host).
 
 mod generate_util;
 
+use cyb_llm::backend::BackendChoice;
+use cyb_llm::generate::{Finish, LoadOptions, Message, Prompt, Sampling, TextModel};
 use generate_util::model_path;
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -81,4 +89,54 @@ fn smollm2_greedy_16_tokens_equal_reference() {
         Some(&total(&gpu_ops)),
         "--backend wgpu ran ops elsewhere: {gpu_ops:?}"
     );
+}
+
+/// Two chat turns on one generator: (text, finish) of each, then the history.
+fn two_turns(
+    tm: &std::sync::Arc<TextModel>,
+    sampling: &Sampling,
+) -> (Vec<(String, Finish)>, Vec<u32>) {
+    let mut g = tm.generator().unwrap();
+    let mut messages = vec![Message::new("user", "What is 2+2?")];
+    let mut turns = Vec::new();
+    for next in ["And 3+3?", ""] {
+        let mut gen = g
+            .generate(Prompt::Chat(messages.clone()), Some(16), sampling)
+            .unwrap();
+        let text: String = gen.by_ref().map(|p| p.unwrap().text).collect();
+        turns.push((text.clone(), gen.finish().unwrap()));
+        drop(gen);
+        messages.push(Message::new("assistant", &text));
+        messages.push(Message::new("user", next));
+        if next.is_empty() {
+            break;
+        }
+    }
+    (turns, g.history().to_vec())
+}
+
+#[test]
+fn device_greedy_pick_equals_the_host_pick_across_chat_turns() {
+    let opts = LoadOptions {
+        backend: BackendChoice::Named("wgpu".into()),
+        threads: 2,
+        ctx_size: 512,
+        ..LoadOptions::default()
+    };
+    let tm = TextModel::load(model_path("smollm2"), &opts).unwrap();
+    let host_pick = Sampling {
+        temperature: 1.0,
+        top_k: 1,
+        ..Sampling::greedy()
+    };
+    let (device_turns, device_history) = two_turns(&tm, &Sampling::greedy());
+    let (host_turns, host_history) = two_turns(&tm, &host_pick);
+    eprintln!("device pick: {device_turns:?}");
+    assert_eq!(
+        device_turns[0].1,
+        Finish::Stop,
+        "the first turn should end on the stop token"
+    );
+    assert_eq!(device_turns, host_turns);
+    assert_eq!(device_history, host_history);
 }

@@ -108,6 +108,19 @@ pub trait Backend: Send + Sync {
         Ok(())
     }
 
+    /// The greedy pick over the last row of `logits` (argmax, ties to the
+    /// lowest id, as [`Op::Sample`] at temperature 0) left on the device: the
+    /// id as a `[1]` i32 tensor this backend's Embed reads, and its read-back,
+    /// which waits only for the work queued up to the pick. A generator can
+    /// so queue the next token's forward before it knows the token. `None`
+    /// where the backend has no such path (the caller runs `Op::Sample`).
+    fn argmax_on_device(
+        &self,
+        _logits: &Tensor,
+    ) -> Option<Result<(Tensor, PendingId), BackendError>> {
+        None
+    }
+
     /// Download to host memory for inspection. A tensor the backend cannot
     /// read gives a vector whose length differs from its element count; use
     /// [`Backend::try_download_f32`] for an error instead.
@@ -125,6 +138,21 @@ pub trait Backend: Send + Sync {
                 input_dtype: t.dtype(),
             })
         }
+    }
+}
+
+/// A token id a backend is still computing ([`Backend::argmax_on_device`]).
+pub struct PendingId(Box<dyn FnOnce() -> Result<i32, BackendError> + Send>);
+
+impl PendingId {
+    /// A read-back that `wait` runs.
+    pub fn new(wait: impl FnOnce() -> Result<i32, BackendError> + Send + 'static) -> PendingId {
+        PendingId(Box::new(wait))
+    }
+
+    /// Blocks until the device has computed the id, and returns it.
+    pub fn wait(self) -> Result<i32, BackendError> {
+        (self.0)()
     }
 }
 

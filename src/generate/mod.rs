@@ -24,7 +24,9 @@ pub mod sampling;
 pub use chat::{ChatTemplate, Message, Preset};
 pub use sampling::{fresh_seed, Draws, InvalidSampling, Sampling};
 
-use crate::backend::{BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, Tensor};
+use crate::backend::{
+    BackendChoice, BackendConfig, Dispatcher, ExecContext, Op, PendingId, Tensor,
+};
 use crate::curated::llama::LogitRows;
 use crate::error::{ExecutionError, LoadError};
 use crate::graph::text::{TextCache, TextEngine};
@@ -587,6 +589,8 @@ impl Generator {
             draws: Draws::new(sampling.seed),
             remaining: max_tokens,
             unforwarded: None,
+            ahead: None,
+            picked_from: None,
             held: String::new(),
             stops,
             finish: None,
@@ -614,6 +618,12 @@ pub struct Generation<'g> {
     remaining: Option<usize>,
     /// The last sampled token, not yet run through the model.
     unforwarded: Option<u32>,
+    /// The greedy pick from the current logits, already queued on the device
+    /// (see [`Generation::pick_on_device`]).
+    ahead: Option<(Tensor, PendingId)>,
+    /// The logits the last token was picked from, where the state's moved on
+    /// to those of its forward (picked on the device, one step ahead).
+    picked_from: Option<Tensor>,
     held: String,
     stops: Vec<String>,
     finish: Option<Finish>,
@@ -638,8 +648,80 @@ impl Generation<'_> {
 
     /// The logits the most recent token was sampled from (as f32).
     pub fn logits(&self) -> Option<Vec<f32>> {
-        let t = self.state.logits.as_ref()?;
+        let t = self.picked_from.as_ref().or(self.state.logits.as_ref())?;
         self.model.dispatcher.primary().try_download_f32(t).ok()
+    }
+
+    /// Greedy decoding one step ahead on a backend that keeps the pick on
+    /// the device ([`crate::backend::Backend::argmax_on_device`]): the pick
+    /// from the current logits is queued, then the forward of that token (its
+    /// id still on the device) and the pick from its logits are queued too,
+    /// and only then is the first pick read back, so the device runs the next
+    /// step while the host waits for this one. Returns the id and whether its
+    /// forward was queued (then its keys are cached and it is in the history;
+    /// a stop token's forward is taken back out). `None` where sampling is not
+    /// plain greedy, the path takes host ids only or the backend has no such
+    /// pick: the caller samples as usual.
+    fn pick_on_device(&mut self) -> Result<Option<(u32, bool)>, ExecutionError> {
+        let m = self.model;
+        if !self.sampling.is_greedy()
+            || self.sampling.repeat_penalty != 1.0
+            || !m.llama.takes_id_tensors()
+        {
+            return Ok(None);
+        }
+        let backend = m.dispatcher.primary();
+        let pick = match self.ahead.take() {
+            Some(p) => p,
+            None => {
+                let Some(logits) = self.state.logits.as_ref() else {
+                    return Ok(None);
+                };
+                match backend.argmax_on_device(logits) {
+                    Some(p) => p?,
+                    None => return Ok(None),
+                }
+            }
+        };
+        let (id_on_device, pending) = pick;
+        let state = &mut *self.state;
+        let room = state.cache.len() < state.cache.capacity();
+        let more = self.remaining.is_none_or(|r| r > 1);
+        let before = state.logits.clone();
+        let forwarded = room && more;
+        if forwarded {
+            let logits = m.llama.forward_id_tensor(
+                &m.dispatcher,
+                &mut state.ctx,
+                &mut state.cache,
+                id_on_device,
+            )?;
+            self.ahead = backend.argmax_on_device(&logits).transpose()?;
+            state.logits = Some(logits);
+        }
+        let id = pending.wait()?;
+        let id = u32::try_from(id)
+            .ok()
+            .filter(|&i| (i as usize) < m.llama.vocab())
+            .ok_or_else(|| ExecutionError::IndexOutOfRange {
+                op: "argmax on the device".into(),
+                index: id.into(),
+                len: m.llama.vocab(),
+            })?;
+        if forwarded {
+            if m.stop_ids.contains(&id) {
+                state.cache.truncate(state.cache.len() - 1);
+                state.logits = before;
+                self.ahead = None;
+                self.picked_from = None;
+            } else {
+                state.history.push(id);
+                self.picked_from = before;
+            }
+        } else {
+            self.picked_from = None;
+        }
+        Ok(Some((id, forwarded)))
     }
 
     fn sample(&mut self) -> Result<u32, ExecutionError> {
@@ -728,12 +810,20 @@ impl Generation<'_> {
         if self.remaining == Some(0) {
             return Ok(self.end(Finish::MaxTokens));
         }
-        let id = self.sample()?;
+        let (id, forwarded) = match self.pick_on_device()? {
+            Some(picked) => picked,
+            None => {
+                self.picked_from = None;
+                (self.sample()?, false)
+            }
+        };
         if self.model.stop_ids.contains(&id) {
             return Ok(self.end(Finish::Stop));
         }
         self.generated.push(id);
-        self.unforwarded = Some(id);
+        if !forwarded {
+            self.unforwarded = Some(id);
+        }
         if let Some(r) = &mut self.remaining {
             *r -= 1;
         }

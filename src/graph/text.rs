@@ -134,6 +134,32 @@ impl TextEngine {
             }),
         }
     }
+
+    /// Whether [`TextEngine::forward_id_tensor`] runs here (the curated path;
+    /// the graph path's forward takes host ids).
+    pub fn takes_id_tensors(&self) -> bool {
+        matches!(self, Engine::Curated(_))
+    }
+
+    /// One token whose id is a `[1]` i32 tensor, possibly still on the
+    /// device ([`Llama::forward_ids`]); the last row's logits.
+    pub fn forward_id_tensor(
+        &self,
+        dispatcher: &Dispatcher,
+        ctx: &mut ExecContext,
+        cache: &mut TextCache,
+        id: Tensor,
+    ) -> Result<Tensor, ExecutionError> {
+        match (self, cache) {
+            (Engine::Curated(l), Engine::Curated(c)) => {
+                l.forward_ids(dispatcher, ctx, c, id, LogitRows::Last)
+            }
+            _ => Err(ExecutionError::InvalidConfig {
+                field: "path".into(),
+                reason: "token ids on the device run on the curated path only".into(),
+            }),
+        }
+    }
 }
 
 impl TextCache {

@@ -3,7 +3,7 @@
 
 use super::alloc::{GpuBuf, GpuFrameAllocator};
 use crate::backend::alloc::HostF32;
-use crate::backend::{BufferUsage, SharedBytes, Storage, Tensor};
+use crate::backend::{BufferUsage, PendingId, SharedBytes, Storage, Tensor};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::collections::HashMap;
@@ -19,6 +19,11 @@ const PARAM_SLOTS: u64 = 4096;
 /// Q4_0 decode on an H200, tg128: 131 t/s submitting once per step, 165 at 32,
 /// 164 at 64, 153 at 128 (BENCHMARKS.md).
 const BATCH_DISPATCHES: u64 = 32;
+/// Dispatches of the first batch after the host waited for the GPU (a
+/// read-back or [`Gpu::synchronize`]); each later batch doubles it up to the
+/// batch size, so the idle GPU gets work after a few ops instead of after a
+/// whole batch's recording (`CYB_WGPU_RAMP` overrides; 0 turns it off).
+const RAMP_DISPATCHES: u64 = 4;
 /// Threads per workgroup of the flat-grid kernels.
 pub const WG: u64 = 64;
 
@@ -98,12 +103,16 @@ pub struct Recorder {
     /// Frame allocator for activations.
     pub alloc: GpuFrameAllocator,
     submits: u64,
+    /// Submits since the host last waited for the GPU (the batch ramp's step).
+    since_wait: u32,
     /// Kernel of each timestamped dispatch of this batch (profiling only).
     profiled: Vec<String>,
     /// When the first op of this batch was recorded (profiling only).
     started: Option<std::time::Instant>,
     /// Mappable buffer of the read-backs, kept for the next one (grown as needed).
     readback: Option<wgpu::Buffer>,
+    /// What the last submit returned, for a read-back that waits for it alone.
+    last_submit: Option<wgpu::SubmissionIndex>,
     /// Activation rows of this batch already written as 8-bit blocks too (by
     /// the norm that made them): the f32 buffer's 8-bit twin, for the
     /// products that read it ([`Gpu::int8_activations`]). Emptied at every
@@ -173,11 +182,15 @@ pub struct Gpu {
     /// weights of a fused op laid end to end).
     weights: Mutex<WeightCache>,
     bind_groups: Mutex<BindGroups>,
+    /// Mappable 4-byte buffers of [`Gpu::read_i32_later`], free for reuse.
+    id_readbacks: Arc<Mutex<Vec<wgpu::Buffer>>>,
     profiler: Option<Profiler>,
     host_times: Option<Mutex<HostTimes>>,
     /// Dispatches recorded before the batch is submitted without waiting, so
     /// that the GPU runs the first layers while the host records the rest.
     batch: u64,
+    /// Dispatches of the first batch after a wait ([`RAMP_DISPATCHES`]).
+    ramp: u64,
     /// Whether the decode matvecs of the encodings in [`INT8_MATVEC`] take
     /// their activations as 8-bit blocks (the default; `CYB_WGPU_ACTIVATIONS=f32`
     /// or [`Gpu::use_f32_activations`] keeps them in f32).
@@ -482,13 +495,16 @@ impl Gpu {
                 slots: 0,
                 alloc: GpuFrameAllocator::new(),
                 submits: 0,
+                since_wait: 0,
                 profiled: Vec::new(),
                 started: None,
                 readback: None,
+                last_submit: None,
                 int8_rows: HashMap::new(),
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
+            id_readbacks: Arc::default(),
             profiler,
             host_times,
             int8_activations: std::env::var("CYB_WGPU_ACTIVATIONS").map_or(true, |v| v != "f32"),
@@ -497,6 +513,10 @@ impl Gpu {
                 .and_then(|v| v.parse().ok())
                 .filter(|&n| n > 0)
                 .map_or(BATCH_DISPATCHES, |n: u64| n.min(PARAM_SLOTS)),
+            ramp: std::env::var("CYB_WGPU_RAMP")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(RAMP_DISPATCHES),
         }
     }
 
@@ -560,13 +580,17 @@ impl Gpu {
     }
 
     /// Locks the recorder for the next op, first submitting the batch (without
-    /// waiting) once it holds `batch` dispatches. Only here, between ops: an
-    /// op's uploaded inputs are released as soon as they are bound, so a
-    /// submit inside an op would let the rest of its dispatches read buffers
-    /// the next batch already reuses.
+    /// waiting) once it holds `batch` dispatches, or after a wait the ramp's
+    /// 4, 8, 16, ... Only here, between ops: an op's uploaded inputs are
+    /// released as soon as they are bound, so a submit inside an op would let
+    /// the rest of its dispatches read buffers the next batch already reuses.
     pub fn op_recorder(&self) -> MutexGuard<'_, Recorder> {
         let mut rec = lock(&self.rec);
-        if rec.slots >= self.batch {
+        let limit = match self.ramp {
+            0 => self.batch,
+            r => self.batch.min(r << rec.since_wait.min(16)),
+        };
+        if rec.slots >= limit {
             self.flush(&mut rec);
         }
         rec
@@ -586,8 +610,9 @@ impl Gpu {
                 enc.copy_buffer_to_buffer(&pr.resolve, 0, &pr.staging, 0, 16 * n);
             }
             let submit = std::time::Instant::now();
-            self.queue.submit([enc.finish()]);
+            rec.last_submit = Some(self.queue.submit([enc.finish()]));
             rec.submits += 1;
+            rec.since_wait += 1;
             if let (Some(h), Some(t0)) = (&self.host_times, rec.started.take()) {
                 let mut h = lock(h);
                 h.batches.push([
@@ -1042,6 +1067,7 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<(), ExecutionError> {
         let mut rec = self.recorder();
         self.flush(&mut rec);
+        rec.since_wait = 0;
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| ExecutionError::BackendInit {
@@ -1049,6 +1075,58 @@ impl Gpu {
                 reason: format!("waiting for the GPU failed: {e}"),
             })?;
         Ok(())
+    }
+
+    /// Submits what is recorded with a copy of the i32 at the start of `buf`
+    /// after it, and returns that value's read-back: it waits for this submit
+    /// only, so work recorded and submitted later keeps the GPU busy.
+    pub fn read_i32_later(
+        &self,
+        rec: &mut Recorder,
+        buf: &wgpu::Buffer,
+    ) -> Result<PendingId, ExecutionError> {
+        let staging = lock(&self.id_readbacks).pop().unwrap_or_else(|| {
+            self.device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("id readback"),
+                size: 4,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            })
+        });
+        self.copy(rec, buf, 0, &staging, 0, 4);
+        self.flush(rec);
+        let submit = rec.last_submit.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        let device = self.device.clone();
+        let free = self.id_readbacks.clone();
+        Ok(PendingId::new(move || {
+            let fail = |what: String| ExecutionError::BackendInit {
+                backend: "wgpu".into(),
+                reason: format!("reading a token id back failed: {what}"),
+            };
+            device
+                .poll(wgpu::PollType::Wait {
+                    submission_index: submit,
+                    timeout: None,
+                })
+                .map_err(|e| fail(e.to_string()))?;
+            rx.recv()
+                .map_err(|e| fail(e.to_string()))?
+                .map_err(|e| fail(e.to_string()))?;
+            let id = {
+                let view = staging
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| fail(e.to_string()))?;
+                i32::from_le_bytes([view[0], view[1], view[2], view[3]])
+            };
+            staging.unmap();
+            lock(&free).push(staging);
+            Ok(id)
+        }))
     }
 
     /// [`Gpu::read`] with the recorder already locked by the caller.
@@ -1070,6 +1148,7 @@ impl Gpu {
         };
         self.copy(rec, buf, 0, &staging, 0, size);
         self.flush(rec);
+        rec.since_wait = 0;
         let slice = staging.slice(..size);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {

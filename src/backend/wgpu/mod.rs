@@ -25,7 +25,7 @@ mod products;
 mod quiet;
 mod reduce;
 
-use super::{Backend, BackendConfig, ExecContext, Op, Storage, Tensor, TensorInfo};
+use super::{Backend, BackendConfig, ExecContext, Op, PendingId, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use alloc::GpuBuf;
@@ -506,6 +506,13 @@ impl Backend for WgpuBackend {
 
     fn synchronize(&self) -> Result<(), ExecutionError> {
         self.gpu.synchronize()
+    }
+
+    fn argmax_on_device(
+        &self,
+        logits: &Tensor,
+    ) -> Option<Result<(Tensor, PendingId), ExecutionError>> {
+        Some(ops::argmax_on_device(&self.gpu, logits))
     }
 
     fn download_f32(&self, t: &Tensor) -> Vec<f32> {

@@ -3,7 +3,7 @@
 use super::alloc::GpuBuf;
 use super::gpu::{deq_name, Gpu, Params, Recorder, Weight, WG};
 use super::{image, layout, products, reduce};
-use crate::backend::{Mask, Op, RopeStyle, Storage, Tensor, TensorInfo};
+use crate::backend::{Mask, Op, PendingId, RopeStyle, Storage, Tensor, TensorInfo};
 use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::sync::Arc;
@@ -994,17 +994,21 @@ pub fn run(
             Ok(vec![t])
         }
         Op::Embed => {
-            let ids = inputs[0]
-                .as_i32()
-                .ok_or_else(|| unsupported("Embed ids on the device", DType::I32))?;
+            // Host ids are checked here. Ids on the device come from this
+            // backend's argmax over logits of the same vocabulary, so each is
+            // a row of the table.
             let (vocab, d) = (inputs[1].shape()[0], inputs[1].shape()[1]);
-            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= vocab) {
+            if let Some(&bad) = inputs[0]
+                .as_i32()
+                .and_then(|ids| ids.iter().find(|&&i| i < 0 || i as usize >= vocab))
+            {
                 return Err(ExecutionError::IndexOutOfRange {
                     op: "Embed".into(),
                     index: bad as i64,
                     len: vocab,
                 });
             }
+            let ids = inputs[0].numel();
             let name = deq_name(inputs[1].dtype())
                 .ok_or_else(|| unsupported("Embed", inputs[1].dtype()))?;
             let idb = act(gpu, rec, &inputs[0])?;
@@ -1013,7 +1017,7 @@ pub fn run(
             for c in &w.chunks {
                 let mut p: Params = [0; 32];
                 p[..5].copy_from_slice(&[
-                    ids.len() as u32,
+                    ids as u32,
                     d as u32,
                     w.row_bytes as u32,
                     c.row0 as u32,
@@ -1024,7 +1028,7 @@ pub fn run(
                     &format!("embed:{name}"),
                     &[&c.buf, &idb, &y],
                     p,
-                    ((ids.len() * d) as u64).div_ceil(WG),
+                    ((ids * d) as u64).div_ceil(WG),
                     1,
                 )?;
             }
@@ -1075,53 +1079,14 @@ fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, Executio
     let x = &inputs[0];
     let d = x.shape().last().copied().unwrap_or(1);
     let rows = x.numel() / d.max(1);
+    let (first, n) = match op {
+        Op::Sample(_) => (rows - 1, 1),
+        _ => (0, rows),
+    };
     let ids = {
         let mut rec = gpu.op_recorder();
         let rec = &mut *rec;
-        let xb = act(gpu, rec, x)?;
-        let (first, n) = match op {
-            Op::Sample(_) => (rows - 1, 1),
-            _ => (0, rows),
-        };
-        let src = if first > 0 {
-            let b = gpu.frame(rec, (d * 4) as u64)?;
-            gpu.copy(
-                rec,
-                &xb,
-                (first * d * 4) as u64,
-                b.buffer(),
-                0,
-                (d * 4) as u64,
-            );
-            b.buffer().clone()
-        } else {
-            xb
-        };
-        let y = gpu.frame(rec, (n * 4) as u64)?;
-        let mut p: Params = [0; 32];
-        p[0] = n as u32;
-        p[1] = d as u32;
-        if d > 2 * ARGMAX_CHUNK {
-            // Long rows (vocabularies): chunks in parallel, then their best.
-            let chunks = d.div_ceil(ARGMAX_CHUNK);
-            let part = gpu.frame(rec, (n * chunks * 8) as u64)?;
-            p[2] = 1;
-            p[3] = chunks as u32;
-            p[4] = ARGMAX_CHUNK as u32;
-            let bufs = [&src, part.buffer(), y.buffer()];
-            gpu.dispatch(rec, "argmax", &bufs, p, (n * chunks) as u64, 1)?;
-            p[2] = 2;
-            gpu.dispatch(rec, "argmax", &bufs, p, n as u64, 1)?;
-        } else {
-            gpu.dispatch(
-                rec,
-                "argmax",
-                &[&src, y.buffer(), y.buffer()],
-                p,
-                n as u64,
-                1,
-            )?;
-        }
+        let y = argmax_rows(gpu, rec, x, first, n)?;
         gpu.read_unlocked(rec, y.buffer(), (n * 4) as u64)?
     };
     let ids: Vec<i32> = bytemuck::pod_collect_to_vec(&ids);
@@ -1130,4 +1095,73 @@ fn argmax(gpu: &Gpu, op: &Op, inputs: &[Tensor]) -> Result<Vec<Tensor>, Executio
         _ => x.shape()[..x.shape().len() - 1].to_vec(),
     };
     Ok(vec![Tensor::from_i32(&shape, ids)?])
+}
+
+/// The greedy pick over the last row of `logits`, left on the device (see
+/// `Backend::argmax_on_device`): a `[1]` i32 device tensor and its read-back.
+pub(super) fn argmax_on_device(
+    gpu: &Gpu,
+    logits: &Tensor,
+) -> Result<(Tensor, PendingId), ExecutionError> {
+    let d = logits.shape().last().copied().unwrap_or(1);
+    let rows = logits.numel() / d.max(1);
+    let mut rec = gpu.op_recorder();
+    let rec = &mut *rec;
+    let y = argmax_rows(gpu, rec, logits, rows.saturating_sub(1), 1)?;
+    let pending = gpu.read_i32_later(rec, y.buffer())?;
+    let id = Tensor::from_device(TensorInfo::new(&[1], DType::I32), y);
+    Ok((id, pending))
+}
+
+/// Argmax (ties to the lowest index) of rows `first .. first + n` of `x`
+/// (rows of its last dimension) into a frame buffer of `n` i32.
+fn argmax_rows(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &Tensor,
+    first: usize,
+    n: usize,
+) -> Result<Arc<GpuBuf>, ExecutionError> {
+    let d = x.shape().last().copied().unwrap_or(1);
+    let xb = act(gpu, rec, x)?;
+    let src = if first > 0 {
+        let b = gpu.frame(rec, (n * d * 4) as u64)?;
+        gpu.copy(
+            rec,
+            &xb,
+            (first * d * 4) as u64,
+            b.buffer(),
+            0,
+            (n * d * 4) as u64,
+        );
+        b.buffer().clone()
+    } else {
+        xb
+    };
+    let y = gpu.frame(rec, (n * 4) as u64)?;
+    let mut p: Params = [0; 32];
+    p[0] = n as u32;
+    p[1] = d as u32;
+    if d > 2 * ARGMAX_CHUNK {
+        // Long rows (vocabularies): chunks in parallel, then their best.
+        let chunks = d.div_ceil(ARGMAX_CHUNK);
+        let part = gpu.frame(rec, (n * chunks * 8) as u64)?;
+        p[2] = 1;
+        p[3] = chunks as u32;
+        p[4] = ARGMAX_CHUNK as u32;
+        let bufs = [&src, part.buffer(), y.buffer()];
+        gpu.dispatch(rec, "argmax", &bufs, p, (n * chunks) as u64, 1)?;
+        p[2] = 2;
+        gpu.dispatch(rec, "argmax", &bufs, p, n as u64, 1)?;
+    } else {
+        gpu.dispatch(
+            rec,
+            "argmax",
+            &[&src, y.buffer(), y.buffer()],
+            p,
+            n as u64,
+            1,
+        )?;
+    }
+    Ok(y)
 }

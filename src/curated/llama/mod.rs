@@ -156,7 +156,22 @@ impl Llama {
         ids: &[u32],
         rows: LogitRows,
     ) -> Result<Tensor, ExecutionError> {
-        let s = ids.len();
+        let ids_t = Tensor::from_i32(&[ids.len()], ids.iter().map(|&i| i as i32).collect())?;
+        self.forward_ids(dispatcher, ctx, cache, ids_t, rows)
+    }
+
+    /// [`Llama::forward`] of token ids held in a `[s]` i32 tensor, which may
+    /// live on the primary backend (a greedy pick left on the device,
+    /// [`crate::backend::Backend::argmax_on_device`]).
+    pub fn forward_ids(
+        &self,
+        dispatcher: &Dispatcher,
+        ctx: &mut ExecContext,
+        cache: &mut KvCache,
+        ids_t: Tensor,
+        rows: LogitRows,
+    ) -> Result<Tensor, ExecutionError> {
+        let s = ids_t.numel();
         let pos = cache.len;
         if s == 0 {
             return Err(ExecutionError::ShapeMismatch {
@@ -171,7 +186,6 @@ impl Llama {
                 requested: pos + s,
             });
         }
-        let ids_t = Tensor::from_i32(&[s], ids.iter().map(|&i| i as i32).collect())?;
         let logits = dispatcher.install(|| {
             ctx.begin_forward();
             let kv = KvRows {
