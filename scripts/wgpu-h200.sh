@@ -248,6 +248,31 @@ report)
   profile_8b
   variants
   ;;
+pipeline)
+  # issue 23 decode overlap: the 8B bench (tg as `run` decodes: greedy picks
+  # on the device, the next forward queued before the pick is read back) with
+  # llama.cpp-Vulkan, tg128 with --sync-tokens (random ids, every token waited
+  # for, as llama-bench), host times; `run` against bench; the small models'
+  # tg128 both ways and `run`, next to llama.cpp's tg128.
+  # carry .gl .wgbin .devbin/llvk .devbin/heads
+  bench_8b
+  say "8b tg128 --sync-tokens (as llama-bench: random ids, each token waited for)"
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
+  say "8b tg128 host times"
+  CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 1 2>&1 | grep -v "^| -"
+  run_prompts
+  small_models
+  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    [ -f $M/$g.gguf ] || continue
+    $B import $M/$g.gguf -o $M/$g.model >/dev/null
+    say "$g tg128, then with --sync-tokens"
+    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
+    $B bench $M/$g.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
+    say "$g run -n 128 (twice)"
+    for i in 1 2; do $B run $M/$g.model -p "The capital of France is" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null; done
+    llvk $M/$g.gguf $g
+  done
+  ;;
 hostgpu)
   # issue 23 decode: where a step's time goes. Host times per batch
   # (CYB_WGPU_PROFILE=host) at the default batch and with one submit per step

@@ -6,8 +6,13 @@
 //!
 //! - `ppN`: one forward of `N` random token ids (logits of the last row only,
 //!   in chunks of 512 tokens like the generator's bulk prefill);
-//! - `tgN`: `N` single-token forwards from an empty cache, each feeding a
-//!   random token id (no sampling, as `llama-bench` does).
+//! - `tgN`: `N` single-token forwards from an empty cache in the loop `run`
+//!   decodes greedily with: on a backend that picks tokens on the device
+//!   ([`crate::backend::Backend::argmax_on_device`]) each token after a random
+//!   first one is the greedy pick of the previous logits, and its forward is
+//!   queued before the pick is read back; elsewhere (and with
+//!   [`BenchOptions::sync_tokens`]) each forward feeds a random token id and
+//!   waits for its logits, as `llama-bench` does.
 //!
 //! Token ids are drawn uniformly from the vocabulary with a fixed seed, so two
 //! runs see the same ids. Benchmarks never assert times.
@@ -46,6 +51,9 @@ pub struct BenchOptions {
     pub reps: usize,
     /// Where the weights live (`--no-huge-pages`: mapped).
     pub pages: WeightPages,
+    /// tg: random ids, each forward waited for (`--sync-tokens`), also where
+    /// the backend could queue the next token's forward first.
+    pub sync_tokens: bool,
 }
 
 /// One result row (`--output json` writes an array of these).
@@ -143,6 +151,51 @@ impl Runner {
         }
         Ok(())
     }
+
+    /// Decodes `ids.len()` tokens as `run` does greedily (see the module
+    /// doc): from `ids[0]` on, each next token the device's pick; where the
+    /// backend or path has no device pick, the ids one forward each, waited for.
+    fn decode(&mut self, ids: &[u32]) -> Result<(), ExecutionError> {
+        let Some((&first, rest)) = ids.split_first() else {
+            return Ok(());
+        };
+        if !self.engine.takes_id_tensors() {
+            return ids.iter().try_for_each(|&id| self.forward(&[id]));
+        }
+        let backend = self.dispatcher.primary();
+        let mut logits = self.engine.forward(
+            &self.dispatcher,
+            &mut self.ctx,
+            &mut self.cache,
+            &[first],
+            LogitRows::Last,
+        )?;
+        let Some(pick) = backend.argmax_on_device(&logits) else {
+            backend.try_download_f32(&logits)?;
+            return rest.iter().try_for_each(|&id| self.forward(&[id]));
+        };
+        let (mut id, mut pending) = pick?;
+        for _ in rest {
+            logits = self.engine.forward_id_tensor(
+                &self.dispatcher,
+                &mut self.ctx,
+                &mut self.cache,
+                id,
+            )?;
+            let (next_id, next_pending) =
+                backend.argmax_on_device(&logits).ok_or_else(|| {
+                    ExecutionError::UnsupportedOp {
+                        op: "argmax on the device".into(),
+                        backend: backend.name().to_string(),
+                        input_dtype: logits.dtype(),
+                    }
+                })??;
+            pending.wait()?;
+            (id, pending) = (next_id, next_pending);
+        }
+        pending.wait()?;
+        Ok(())
+    }
 }
 
 /// A loaded runner, the name of the backend that runs it, and the load time in ms.
@@ -182,8 +235,8 @@ fn run_once(
     r: &mut Runner,
     rng: &mut ChaCha8Rng,
     vocab: usize,
-    n_prompt: usize,
-    n_gen: usize,
+    (n_prompt, n_gen): (usize, usize),
+    sync_tokens: bool,
 ) -> Result<f64, ExecutionError> {
     r.reset();
     let mut draw =
@@ -198,8 +251,12 @@ fn run_once(
     }
     let ids = draw(n_gen);
     let start = Instant::now();
-    for id in ids {
-        r.forward(&[id])?;
+    if sync_tokens {
+        for id in ids {
+            r.forward(&[id])?;
+        }
+    } else {
+        r.decode(&ids)?;
     }
     Ok(start.elapsed().as_secs_f64())
 }
@@ -237,10 +294,11 @@ pub fn run(
             let tests = [(opts.n_prompt, 0), (0, opts.n_gen)];
             for (n_prompt, n_gen) in tests.into_iter().filter(|&(p, g)| p + g > 0) {
                 let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
-                run_once(&mut runner, &mut rng, vocab, n_prompt, n_gen)?;
+                let test = (n_prompt, n_gen);
+                run_once(&mut runner, &mut rng, vocab, test, opts.sync_tokens)?;
                 let mut tok_s = Vec::with_capacity(opts.reps);
                 for _ in 0..opts.reps.max(1) {
-                    let secs = run_once(&mut runner, &mut rng, vocab, n_prompt, n_gen)?;
+                    let secs = run_once(&mut runner, &mut rng, vocab, test, opts.sync_tokens)?;
                     tok_s.push((n_prompt + n_gen) as f64 / secs.max(1e-12));
                 }
                 let (mean, sd) = mean_sd(&tok_s);

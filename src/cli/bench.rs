@@ -57,6 +57,11 @@ pub struct BenchArgs {
     /// pages (as `run --no-huge-pages`).
     #[arg(long)]
     no_huge_pages: bool,
+    /// tg: feed random token ids and wait for each token's logits, as llama-bench does
+    /// (default: decode as `run` does, the next forward queued before the device's greedy
+    /// pick is read back, where the backend picks on the device).
+    #[arg(long)]
+    sync_tokens: bool,
 }
 
 fn list(s: &str) -> Vec<String> {
@@ -129,6 +134,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
         n_prompt: a.n_prompt,
         n_gen: a.n_gen,
         reps: a.reps as usize,
+        sync_tokens: a.sync_tokens,
         pages: if a.no_huge_pages {
             WeightPages::Mapped
         } else {

@@ -19,11 +19,6 @@ const PARAM_SLOTS: u64 = 4096;
 /// Q4_0 decode on an H200, tg128: 131 t/s submitting once per step, 165 at 32,
 /// 164 at 64, 153 at 128 (BENCHMARKS.md).
 const BATCH_DISPATCHES: u64 = 32;
-/// Dispatches of the first batch after the host waited for the GPU (a
-/// read-back or [`Gpu::synchronize`]); each later batch doubles it up to the
-/// batch size, so the idle GPU gets work after a few ops instead of after a
-/// whole batch's recording (`CYB_WGPU_RAMP` overrides; 0 turns it off).
-const RAMP_DISPATCHES: u64 = 4;
 /// Threads per workgroup of the flat-grid kernels.
 pub const WG: u64 = 64;
 
@@ -103,8 +98,6 @@ pub struct Recorder {
     /// Frame allocator for activations.
     pub alloc: GpuFrameAllocator,
     submits: u64,
-    /// Submits since the host last waited for the GPU (the batch ramp's step).
-    since_wait: u32,
     /// Kernel of each timestamped dispatch of this batch (profiling only).
     profiled: Vec<String>,
     /// When the first op of this batch was recorded (profiling only).
@@ -189,8 +182,6 @@ pub struct Gpu {
     /// Dispatches recorded before the batch is submitted without waiting, so
     /// that the GPU runs the first layers while the host records the rest.
     batch: u64,
-    /// Dispatches of the first batch after a wait ([`RAMP_DISPATCHES`]).
-    ramp: u64,
     /// Whether the decode matvecs of the encodings in [`INT8_MATVEC`] take
     /// their activations as 8-bit blocks (the default; `CYB_WGPU_ACTIVATIONS=f32`
     /// or [`Gpu::use_f32_activations`] keeps them in f32).
@@ -495,7 +486,6 @@ impl Gpu {
                 slots: 0,
                 alloc: GpuFrameAllocator::new(),
                 submits: 0,
-                since_wait: 0,
                 profiled: Vec::new(),
                 started: None,
                 readback: None,
@@ -513,10 +503,6 @@ impl Gpu {
                 .and_then(|v| v.parse().ok())
                 .filter(|&n| n > 0)
                 .map_or(BATCH_DISPATCHES, |n: u64| n.min(PARAM_SLOTS)),
-            ramp: std::env::var("CYB_WGPU_RAMP")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(RAMP_DISPATCHES),
         }
     }
 
@@ -580,17 +566,13 @@ impl Gpu {
     }
 
     /// Locks the recorder for the next op, first submitting the batch (without
-    /// waiting) once it holds `batch` dispatches, or after a wait the ramp's
-    /// 4, 8, 16, ... Only here, between ops: an op's uploaded inputs are
-    /// released as soon as they are bound, so a submit inside an op would let
-    /// the rest of its dispatches read buffers the next batch already reuses.
+    /// waiting) once it holds `batch` dispatches. Only here, between ops: an
+    /// op's uploaded inputs are released as soon as they are bound, so a
+    /// submit inside an op would let the rest of its dispatches read buffers
+    /// the next batch already reuses.
     pub fn op_recorder(&self) -> MutexGuard<'_, Recorder> {
         let mut rec = lock(&self.rec);
-        let limit = match self.ramp {
-            0 => self.batch,
-            r => self.batch.min(r << rec.since_wait.min(16)),
-        };
-        if rec.slots >= limit {
+        if rec.slots >= self.batch {
             self.flush(&mut rec);
         }
         rec
@@ -612,7 +594,6 @@ impl Gpu {
             let submit = std::time::Instant::now();
             rec.last_submit = Some(self.queue.submit([enc.finish()]));
             rec.submits += 1;
-            rec.since_wait += 1;
             if let (Some(h), Some(t0)) = (&self.host_times, rec.started.take()) {
                 let mut h = lock(h);
                 h.batches.push([
@@ -1067,7 +1048,6 @@ impl Gpu {
     pub fn synchronize(&self) -> Result<(), ExecutionError> {
         let mut rec = self.recorder();
         self.flush(&mut rec);
-        rec.since_wait = 0;
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| ExecutionError::BackendInit {
@@ -1148,7 +1128,6 @@ impl Gpu {
         };
         self.copy(rec, buf, 0, &staging, 0, size);
         self.flush(rec);
-        rec.since_wait = 0;
         let slice = staging.slice(..size);
         let (tx, rx) = std::sync::mpsc::channel();
         slice.map_async(wgpu::MapMode::Read, move |r| {
