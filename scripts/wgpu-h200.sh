@@ -248,6 +248,31 @@ report)
   profile_8b
   variants
   ;;
+coopvariants)
+  # issue 23 prefill: pp512 of the 8B shape with the built-in matrix-unit
+  # kernel and with each shaders/variants/ folder (kernel tests and `run` with
+  # the 511-token prompt too), then llama.cpp-Vulkan's pp512.
+  # carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  prompt512
+  say "8b pp512, built-in kernels"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 5 | tail -1
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] || continue
+    say "shader variant $(basename $v): kernel tests, pp512, run -f p512.txt"
+    CYB_WGPU_SHADERS=$v kernel_tests
+    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 5 | tail -1
+    for i in 1 2; do
+      CYB_WGPU_SHADERS=$v $B run $M/l8b.model -f $M/p512.txt -n 16 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+    done
+  done
+  say "8b run -f p512.txt, built-in kernels"
+  for i in 1 2; do
+    $B run $M/l8b.model -f $M/p512.txt -n 16 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  done
+  [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 512 -n 0 -ngl 99 -r 5 | grep pp512
+  ;;
 pipeline)
   # issue 23 decode overlap: the 8B bench (tg as `run` decodes: greedy picks
   # on the device, the next forward queued before the pick is read back) with
@@ -256,6 +281,11 @@ pipeline)
   # tg128 both ways and `run`, next to llama.cpp's tg128.
   # carry .gl .wgbin .devbin/llvk .devbin/heads
   bench_8b
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] || continue
+    say "8b pp512, shader variant $(basename $v)"
+    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
+  done
   say "8b tg128 --sync-tokens (as llama-bench: random ids, each token waited for)"
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
   say "8b tg128 host times"
