@@ -41,16 +41,37 @@ fn q8_store(b: u32, v: array<f32, 32>, nan: f32) {
         sum += q.x + q.y + q.z + q.w;
         words[j] = pack4xI8(q);
     }
+    xq[3u * b] = vec4<u32>(words[0], words[1], words[2], words[3]);
+    xq[3u * b + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
+    xq[3u * b + 2u] = q8_scales(amax, total, sum, nan);
+}
+
+// A block's third word, (d, sum, s, 0), from its max|x|, its sum of |x|
+// (not finite: d is `nan`) and its integer sum.
+fn q8_scales(amax: f32, total: f32, sum: i32, nan: f32) -> vec4<u32> {
     var d = amax / 127.0;
     if !(total <= 3.4028235e38) {
         d = nan;
     }
-    xq[3u * b] = vec4<u32>(words[0], words[1], words[2], words[3]);
-    xq[3u * b + 1u] = vec4<u32>(words[4], words[5], words[6], words[7]);
-    xq[3u * b + 2u] = vec4<u32>(
+    return vec4<u32>(
         bitcast<u32>(f16_precision(d)),
         bitcast<u32>(sum),
         bitcast<u32>(f16_precision(d * f32(sum))),
         0u,
     );
+}
+
+// Four values of a block with max|x| `amax`, as integers in -127 ..= 127.
+fn q8_quant4(v: vec4<f32>, amax: f32) -> vec4<i32> {
+    let id = select(0.0, 127.0 / amax, amax > 0.0);
+    return vec4<i32>(clamp(round(v * id), vec4<f32>(-127.0), vec4<f32>(127.0)));
+}
+
+// Part j (values 4j .. 4j + 3, quantized to q) of block b; part 0 also
+// writes the block's scales (q8_scales).
+fn q8_put_part(b: u32, j: u32, q: vec4<i32>, amax: f32, total: f32, sum: i32, nan: f32) {
+    xq[3u * b + (j >> 2u)][j & 3u] = pack4xI8(q);
+    if j == 0u {
+        xq[3u * b + 2u] = q8_scales(amax, total, sum, nan);
+    }
 }

@@ -22,8 +22,7 @@ fn q8_store_parts(b: u32, t: u32, v: vec4<f32>, live: bool, nan: f32) {
         amax = max(amax, q8_amax[first + i]);
         total += q8_total[first + i];
     }
-    let id = select(0.0, 127.0 / amax, amax > 0.0);
-    let q = vec4<i32>(clamp(round(v * id), vec4<f32>(-127.0), vec4<f32>(127.0)));
+    let q = q8_quant4(v, amax);
     q8_sum[t] = select(0, q.x + q.y + q.z + q.w, live);
     workgroupBarrier();
     var sum = 0;
@@ -31,18 +30,6 @@ fn q8_store_parts(b: u32, t: u32, v: vec4<f32>, live: bool, nan: f32) {
         sum += q8_sum[first + i];
     }
     if live {
-        xq[3u * b + (j >> 2u)][j & 3u] = pack4xI8(q);
-        if j == 0u {
-            var d = amax / 127.0;
-            if !(total <= 3.4028235e38) {
-                d = nan;
-            }
-            xq[3u * b + 2u] = vec4<u32>(
-                bitcast<u32>(f16_precision(d)),
-                bitcast<u32>(sum),
-                bitcast<u32>(f16_precision(d * f32(sum))),
-                0u,
-            );
-        }
+        q8_put_part(b, j, q, amax, total, sum, nan);
     }
 }

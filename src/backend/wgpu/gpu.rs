@@ -267,6 +267,11 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
     } else {
         file!("reduce_wg.wgsl")
     };
+    let q8_parts = if subgroups {
+        file!("q8_parts_sg.wgsl")
+    } else {
+        file!("q8_parts.wgsl")
+    };
     let mv_reduce = if subgroups {
         file!("matvec_sg.wgsl")
     } else {
@@ -277,12 +282,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
         "mm_coop" => vec![file!("mm_coop.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
-        "norm" => vec![
-            file!("norm.wgsl"),
-            file!("q8_block.wgsl"),
-            file!("q8_parts.wgsl"),
-            reduce,
-        ],
+        "norm" => vec![file!("norm.wgsl"), file!("q8_block.wgsl"), q8_parts, reduce],
         "group_norm" => vec![file!("group_norm.wgsl"), reduce],
         "conv" => vec![file!("conv.wgsl")],
         "copy_nd" => vec![file!("copy_nd.wgsl")],
@@ -296,7 +296,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("attention.wgsl"),
             file!("attention_keys.wgsl"),
             file!("q8_block.wgsl"),
-            file!("q8_parts.wgsl"),
+            q8_parts,
         ],
         "attention_rows" => vec![file!("attention_rows.wgsl"), file!("attention_keys.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
@@ -314,11 +314,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             mv_reduce,
         ],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
-        "quant_q8" => vec![
-            file!("quant_q8.wgsl"),
-            file!("q8_block.wgsl"),
-            file!("q8_parts.wgsl"),
-        ],
+        "quant_q8" => vec![file!("quant_q8.wgsl"), file!("q8_block.wgsl"), q8_parts],
         "matvec_q8" => vec![
             file!("matvec_q8.wgsl"),
             file!("dequant_q8.wgsl"),
