@@ -163,7 +163,7 @@ impl Runner {
             return ids.iter().try_for_each(|&id| self.forward(&[id]));
         }
         let backend = self.dispatcher.primary();
-        let mut logits = self.engine.forward(
+        let logits = self.engine.forward(
             &self.dispatcher,
             &mut self.ctx,
             &mut self.cache,
@@ -176,20 +176,17 @@ impl Runner {
         };
         let (mut id, mut pending) = pick?;
         for _ in rest {
-            logits = self.engine.forward_id_tensor(
+            let (logits, next) = self.engine.forward_and_pick(
                 &self.dispatcher,
                 &mut self.ctx,
                 &mut self.cache,
                 id,
             )?;
-            let (next_id, next_pending) =
-                backend.argmax_on_device(&logits).ok_or_else(|| {
-                    ExecutionError::UnsupportedOp {
-                        op: "argmax on the device".into(),
-                        backend: backend.name().to_string(),
-                        input_dtype: logits.dtype(),
-                    }
-                })??;
+            let (next_id, next_pending) = next.ok_or_else(|| ExecutionError::UnsupportedOp {
+                op: "argmax on the device".into(),
+                backend: backend.name().to_string(),
+                input_dtype: logits.dtype(),
+            })?;
             pending.wait()?;
             (id, pending) = (next_id, next_pending);
         }

@@ -664,10 +664,7 @@ impl Generation<'_> {
     /// pick: the caller samples as usual.
     fn pick_on_device(&mut self) -> Result<Option<(u32, bool)>, ExecutionError> {
         let m = self.model;
-        if !self.sampling.is_greedy()
-            || self.sampling.repeat_penalty != 1.0
-            || !m.llama.takes_id_tensors()
-        {
+        if !self.sampling.is_argmax_of_logits() || !m.llama.takes_id_tensors() {
             return Ok(None);
         }
         let backend = m.dispatcher.primary();
@@ -690,13 +687,13 @@ impl Generation<'_> {
         let before = state.logits.clone();
         let forwarded = room && more;
         if forwarded {
-            let logits = m.llama.forward_id_tensor(
+            let (logits, next) = m.llama.forward_and_pick(
                 &m.dispatcher,
                 &mut state.ctx,
                 &mut state.cache,
                 id_on_device,
             )?;
-            self.ahead = backend.argmax_on_device(&logits).transpose()?;
+            self.ahead = next;
             state.logits = Some(logits);
         }
         let id = pending.wait()?;

@@ -139,6 +139,12 @@ impl Sampling {
         self.temperature <= 0.0
     }
 
+    /// True when the pick is the argmax of the logits themselves: greedy
+    /// with no repeat penalty (a backend can then pick on the device).
+    pub fn is_argmax_of_logits(&self) -> bool {
+        self.is_greedy() && self.repeat_penalty == 1.0
+    }
+
     /// The op parameters for one draw `u` in [0, 1).
     pub fn params(&self, u: f32) -> SampleParams {
         SampleParams {

@@ -6,7 +6,7 @@
 //! auto|curated|graph` and `--backend nox` unchanged.
 
 use super::exec::{GraphOptions, GraphSession};
-use crate::backend::{Dispatcher, ExecContext, Op, SampleParams, Tensor};
+use crate::backend::{Dispatcher, ExecContext, Op, PendingId, SampleParams, Tensor};
 use crate::curated::llama::{KvCache, Llama, LogitRows};
 use crate::error::ExecutionError;
 use crate::loader::Model;
@@ -135,30 +135,36 @@ impl TextEngine {
         }
     }
 
-    /// Whether [`TextEngine::forward_id_tensor`] runs here (the curated path;
+    /// Whether [`TextEngine::forward_and_pick`] runs here (the curated path;
     /// the graph path's forward takes host ids).
     pub fn takes_id_tensors(&self) -> bool {
         matches!(self, Engine::Curated(_))
     }
 
     /// One token whose id is a `[1]` i32 tensor, possibly still on the
-    /// device ([`Llama::forward_ids`]); the last row's logits.
-    pub fn forward_id_tensor(
+    /// device ([`Llama::forward_ids`]), then the greedy pick from its logits
+    /// on the device ([`crate::backend::Backend::argmax_on_device`] of the
+    /// primary backend): the logits, and the pick where the backend has one.
+    pub fn forward_and_pick(
         &self,
         dispatcher: &Dispatcher,
         ctx: &mut ExecContext,
         cache: &mut TextCache,
         id: Tensor,
-    ) -> Result<Tensor, ExecutionError> {
-        match (self, cache) {
+    ) -> Result<(Tensor, Option<(Tensor, PendingId)>), ExecutionError> {
+        let logits = match (self, cache) {
             (Engine::Curated(l), Engine::Curated(c)) => {
-                l.forward_ids(dispatcher, ctx, c, id, LogitRows::Last)
+                l.forward_ids(dispatcher, ctx, c, id, LogitRows::Last)?
             }
-            _ => Err(ExecutionError::InvalidConfig {
-                field: "path".into(),
-                reason: "token ids on the device run on the curated path only".into(),
-            }),
-        }
+            _ => {
+                return Err(ExecutionError::InvalidConfig {
+                    field: "path".into(),
+                    reason: "token ids on the device run on the curated path only".into(),
+                })
+            }
+        };
+        let pick = dispatcher.primary().argmax_on_device(&logits).transpose()?;
+        Ok((logits, pick))
     }
 }
 
