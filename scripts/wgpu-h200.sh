@@ -115,9 +115,10 @@ profile_8b() { # the 8B shape's decode time per kernel
   say "8b tg32 GPU time per kernel (CYB_WGPU_PROFILE=1)"
   CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -r 1
 }
-small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M: the real files stashed by earlier calls
-  # (scripts/h200-stash.sh), else clones of their shapes (scripts/gguf_shape_clone.py:
-  # the real headers carried in .devbin/heads, seeded random weights of the same dtypes)
+small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M, each imported beside it (.model): the
+  # real files stashed by earlier calls (scripts/h200-stash.sh), else clones of their shapes
+  # (scripts/gguf_shape_clone.py: the real headers carried in .devbin/heads, seeded random
+  # weights of the same dtypes)
   if [ -f $M/stash/parts ]; then
     say "SmolLM2 and Gemma: the real GGUFs (stashed)"
     (cd $M && cat stash/stash.part-* >stash.tar && sha256sum -c stash/stash.tar.sha256 && tar xf stash.tar && rm stash.tar)
@@ -129,6 +130,10 @@ small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M: the real files stashed 
   else
     say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh) and no .devbin/heads"
   fi
+  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    [ -f $M/$g.gguf ] && $B import $M/$g.gguf -o $M/$g.model >/dev/null
+  done
+  return 0
 }
 variants() { # tg128 of the 8B model with each shaders/variants/ folder
   for v in shaders/variants/*/; do
@@ -235,8 +240,7 @@ report)
   run_prompts
   small_models
   for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
-    [ -f $M/$g.gguf ] || continue
-    $B import $M/$g.gguf -o $M/$g.model >/dev/null
+    [ -f $M/$g.model ] || continue
     CYB_WGPU_ACTIVATIONS=f32 parity $M/$g.model "$g (f32 activations)"
     say "$g greedy, 8-bit activations: $(greedy $M/$g.model wgpu)"
     say "$g bench"
@@ -293,8 +297,7 @@ pipeline)
   run_prompts
   small_models
   for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
-    [ -f $M/$g.gguf ] || continue
-    $B import $M/$g.gguf -o $M/$g.model >/dev/null
+    [ -f $M/$g.model ] || continue
     say "$g tg128, then with --sync-tokens"
     $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
     $B bench $M/$g.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
@@ -313,9 +316,6 @@ hostgpu)
   install_bin
   models_8b
   small_models
-  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
-    [ -f $M/$g.gguf ] && $B import $M/$g.gguf -o $M/$g.model >/dev/null
-  done
   for m in l8b SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
     for n in 32 4096; do
       say "$m tg128 host times, CYB_WGPU_BATCH=$n"

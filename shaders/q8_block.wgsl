@@ -30,14 +30,10 @@ fn q8_store(b: u32, v: array<f32, 32>, nan: f32) {
         amax = max(amax, abs(v[i]));
         total += abs(v[i]);
     }
-    let id = select(0.0, 127.0 / amax, amax > 0.0);
     var words: array<u32, 8>;
     var sum = 0;
     for (var j = 0u; j < 8u; j++) {
-        var q = vec4<i32>();
-        for (var i = 0u; i < 4u; i++) {
-            q[i] = i32(clamp(round(v[4u * j + i] * id), -127.0, 127.0));
-        }
+        let q = q8_quant4(vec4<f32>(v[4u * j], v[4u * j + 1u], v[4u * j + 2u], v[4u * j + 3u]), amax);
         sum += q.x + q.y + q.z + q.w;
         words[j] = pack4xI8(q);
     }
