@@ -130,6 +130,16 @@ fn int8_operand_reference(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> Option
     Some(run(op, &ins))
 }
 
+/// Whether `g` runs attention `op` on `inputs` on the matrix units. There its
+/// probabilities P are rounded to f16 (relative error up to 2^-11 each), which
+/// moves the output, a P-weighted average of V rows, by up to 2^-11 times the
+/// spread of V's values: at most 2^-10 of max |V|, so such outputs are
+/// compared with an error bound of about 1e-3 relative to max |V|.
+pub fn attention_on_matrix_units(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> bool {
+    let infos: Vec<_> = inputs.iter().map(|t| t.info().clone()).collect();
+    g.attention_on_matrix_units(op, &infos)
+}
+
 /// Values rounded to f16 and back, as an f32 tensor of the same shape.
 fn f16_rounded(t: &Tensor) -> Tensor {
     let v = t.read_f32("test").expect("host values");
@@ -139,8 +149,11 @@ fn f16_rounded(t: &Tensor) -> Tensor {
 
 /// The reference where `g`'s products of several input rows run on the
 /// matrix units: those products take their input rows and (decoded) weights
-/// rounded to f16, as the kernel does, and sum exactly; everything else (one
-/// input row, other ops, devices without matrix units) is the plain reference.
+/// rounded to f16, as the kernel does, and sum exactly; an attention there
+/// takes Q, K and V rounded to f16 (its probabilities are rounded too, which
+/// the reference does not do: see [`attention_on_matrix_units`]); everything
+/// else (one input row, other ops, devices without matrix units) is the plain
+/// reference.
 fn f16_operand_reference(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> Vec<Tensor> {
     let rows = |t: &Tensor| t.numel() / t.shape().last().copied().unwrap_or(1).max(1);
     let run = |op: &Op, ins: &[Tensor]| reference::execute(op, ins).expect("reference executes");
@@ -149,6 +162,9 @@ fn f16_operand_reference(g: &WgpuBackend, op: &Op, inputs: &[Tensor]) -> Vec<Ten
     }
     match op {
         Op::Matmul | Op::FusedQkv | Op::FusedSwiGlu if rows(&inputs[0]) > 1 => {
+            run(op, &inputs.iter().map(f16_rounded).collect::<Vec<_>>())
+        }
+        Op::Sdpa { .. } if attention_on_matrix_units(g, op, inputs) => {
             run(op, &inputs.iter().map(f16_rounded).collect::<Vec<_>>())
         }
         Op::FusedNormMatmul { eps, add_one } if rows(&inputs[0]) > 1 => {

@@ -299,6 +299,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             q8_parts,
         ],
         "attention_rows" => vec![file!("attention_rows.wgsl"), file!("attention_keys.wgsl")],
+        "attention_coop" => vec![file!("attention_coop.wgsl"), file!("attention_keys.wgsl")],
         "kv_append" => vec![file!("kv_append.wgsl")],
         "rope_append" => vec![file!("rope_append.wgsl"), file!("rope_pair.wgsl")],
         "matvec" => vec![
@@ -380,14 +381,15 @@ fn kernel_source(key: &str, subgroups: bool) -> Option<String> {
 /// The WGSL `enable` directives kernel `name` needs (they must open the module).
 fn kernel_enables(name: &str) -> &'static str {
     match name {
-        "mm_coop" => "enable f16;\nenable wgpu_cooperative_matrix;\n",
+        "mm_coop" | "attention_coop" => "enable f16;\nenable wgpu_cooperative_matrix;\n",
         _ => "",
     }
 }
 
 impl Gpu {
-    /// Whether the prefill products run on the matrix units
-    /// (shaders/mm_coop.wgsl; the device was created with cooperative matrices).
+    /// Whether the prefill products and prompt attention run on the matrix
+    /// units (shaders/mm_coop.wgsl, shaders/attention_coop.wgsl; the device was
+    /// created with cooperative matrices).
     pub fn coop_matmul(&self) -> bool {
         self.features
             .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX)
@@ -1162,7 +1164,7 @@ mod tests {
 
     /// Every kernel, for every encoding its dispatches name, parses,
     /// validates and translates to SPIR-V with naga (no adapter needed: the
-    /// matrix-unit kernel is checked here even where no device runs it).
+    /// matrix-unit kernels are checked here even where no device runs them).
     #[test]
     fn every_kernel_translates_to_spirv() {
         let with_dtype = [
@@ -1190,6 +1192,7 @@ mod tests {
             "rope_append",
             "quant_q8",
             "attention_rows",
+            "attention_coop",
         ];
         let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
         for k in with_dtype {

@@ -62,10 +62,16 @@ fn init_error(reason: String) -> ExecutionError {
     }
 }
 
-/// Whether the prefill product can run on the matrix units (shaders/mm_coop.wgsl):
+/// Workgroup memory of shaders/attention_coop.wgsl, the matrix-unit kernel
+/// that takes the most (mm_coop.wgsl: 23 KiB).
+const COOP_SHARED_BYTES: u32 = 31488;
+
+/// Whether the prefill products and prompt attention can run on the matrix
+/// units (shaders/mm_coop.wgsl, shaders/attention_coop.wgsl):
 /// the adapter has cooperative matrices of 16x16x16 with f16 operands and f32
-/// sums, f16 in shaders, and subgroups of exactly 32 threads (the kernel maps
-/// threads to subgroups by index); `allowed` or `CYB_WGPU_COOP=0` can turn it off.
+/// sums, f16 in shaders, and subgroups of exactly 32 threads (the kernels map
+/// threads to subgroups by index) and the workgroup memory of the largest
+/// such kernel ([`COOP_SHARED_BYTES`]); `allowed` or `CYB_WGPU_COOP=0` can turn it off.
 fn coop_matmul_fits(
     adapter: &wgpu::Adapter,
     info: &wgpu::AdapterInfo,
@@ -78,6 +84,7 @@ fn coop_matmul_fits(
     adapter.features().contains(needed)
         && allowed.contains(needed)
         && std::env::var("CYB_WGPU_COOP").map_or(true, |v| v != "0")
+        && adapter.limits().max_compute_workgroup_storage_size >= COOP_SHARED_BYTES
         && info.subgroup_min_size == 32
         && info.subgroup_max_size == 32
         && adapter
@@ -117,6 +124,13 @@ impl WgpuBackend {
     /// products; the default for q4_0, q4_1, q5_0, q5_1, q8_0, q4_k and q6_k).
     pub fn int8_matvec(&self, dtype: DType) -> bool {
         self.gpu.int8_matvec(dtype)
+    }
+
+    /// Whether `op` on inputs of these shapes is an attention (Sdpa) that runs
+    /// on the matrix units (shaders/attention_coop.wgsl: see
+    /// [`WgpuBackend::matrix_units`]).
+    pub fn attention_on_matrix_units(&self, op: &Op, inputs: &[TensorInfo]) -> bool {
+        ops::sdpa_kernel(&self.gpu, op, inputs) == Some(ops::AttentionKernel::PromptOnMatrixUnits)
     }
 
     /// Whether a product of `rows` input rows with a weight of `dtype` runs on
@@ -165,7 +179,8 @@ impl WgpuBackend {
         }
         let experimental_features = if coop {
             // SAFETY: the one experimental feature asked for is cooperative
-            // matrices, used only by shaders/mm_coop.wgsl in the one
+            // matrices, used only by shaders/mm_coop.wgsl and
+            // shaders/attention_coop.wgsl in the one
             // configuration `coop_matmul_fits` found the adapter to list
             // (16x16x16, f16 operands, f32 sums, 32-wide subgroups).
             unsafe { wgpu::ExperimentalFeatures::enabled() }
@@ -267,7 +282,10 @@ impl WgpuBackend {
     /// units: f16 operands (inputs and decoded weights rounded to f16), f32
     /// sums. Off where the adapter lacks 16x16x16 f16 cooperative matrices or
     /// `CYB_WGPU_COOP=0`. Products that [`WgpuBackend::int8_product`] takes
-    /// do not run there; other one-row products take the f32 matvec.
+    /// do not run there; other one-row products take the f32 matvec. The
+    /// attention of 16 query rows and more runs there too where its head
+    /// sizes are multiples of 16 up to 128: Q, K, V and the probabilities
+    /// rounded to f16, scores and sums f32.
     pub fn matrix_units(&self) -> bool {
         self.gpu.coop_matmul()
     }

@@ -26,6 +26,9 @@ const ATTENTION_TILE: usize = 64;
 /// shaders/attention_rows.wgsl): the kernel for this many rows and more, with
 /// head sizes up to 128.
 const PROMPT_ATTENTION_ROWS: usize = 16;
+/// Query rows per workgroup of the prompt attention on the matrix units (BR
+/// in shaders/attention_coop.wgsl).
+const COOP_ATTENTION_ROWS: usize = 64;
 /// Attention workgroups wanted when few query rows split their keys.
 const ATTENTION_GROUPS: usize = 256;
 /// Values per workgroup in the first argmax stage of long rows.
@@ -82,6 +85,59 @@ fn key_chunks(rows: usize, keys: usize) -> Option<(usize, usize)> {
     let wanted = ATTENTION_GROUPS.div_ceil(rows).max(2);
     let chunk_len = tiles.div_ceil(wanted) * ATTENTION_TILE;
     Some((keys.div_ceil(chunk_len), chunk_len))
+}
+
+/// The kernel that runs an attention (Sdpa) of `sq` query rows of `heads`
+/// heads over `span` keys a row at most, head sizes `d` and `dv`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AttentionKernel {
+    /// Few rows over many keys: the keys split in `chunks` of `chunk_len`
+    /// (attention.wgsl, stages 1 and 2).
+    SplitKeys { chunks: usize, chunk_len: usize },
+    /// A prompt on the matrix units (attention_coop.wgsl).
+    PromptOnMatrixUnits,
+    /// A prompt on f32 math (attention_rows.wgsl).
+    Prompt,
+    /// One workgroup a row (attention.wgsl, stage 0).
+    PerRow,
+}
+
+/// [`AttentionKernel`] for the shapes given.
+pub(super) fn attention_kernel(
+    gpu: &Gpu,
+    sq: usize,
+    heads: usize,
+    span: usize,
+    d: usize,
+    dv: usize,
+) -> AttentionKernel {
+    let prompt = sq >= PROMPT_ATTENTION_ROWS;
+    match key_chunks(sq * heads, span) {
+        Some((chunks, chunk_len)) => AttentionKernel::SplitKeys { chunks, chunk_len },
+        None if prompt && gpu.coop_matmul() && [d, dv].iter().all(|&n| n % 16 == 0 && n <= 128) => {
+            AttentionKernel::PromptOnMatrixUnits
+        }
+        None if prompt && d <= 128 && dv <= 128 => AttentionKernel::Prompt,
+        None => AttentionKernel::PerRow,
+    }
+}
+
+/// The attention kernel of op `Sdpa` on inputs of these shapes (Q, K, V);
+/// `None` for another op or a padding mask.
+pub(super) fn sdpa_kernel(gpu: &Gpu, op: &Op, inputs: &[TensorInfo]) -> Option<AttentionKernel> {
+    let Op::Sdpa { mask, kv_len, .. } = op else {
+        return None;
+    };
+    let [q, k, v] = inputs else { return None };
+    let (sq, heads, d) = (q.shape[0], q.shape[1], q.shape[2]);
+    let n = kv_len.unwrap_or(k.shape[0]);
+    let span = match mask {
+        Mask::None | Mask::Causal => n,
+        // A row attends to at most the window's keys under a sliding mask.
+        Mask::Sliding(w) => n.min(*w),
+        Mask::Padding(_) => return None,
+    };
+    Some(attention_kernel(gpu, sq, heads, span, d, v.shape[2]))
 }
 
 /// A frame buffer for output `info`, and the device tensor over it.
@@ -957,8 +1013,8 @@ pub fn run(
             };
             // A row attends to at most the window's keys under a sliding mask.
             let span = if kind == 2 { n.min(window) } else { n };
-            match key_chunks(rows, span) {
-                Some((chunks, chunk_len)) => {
+            match attention_kernel(gpu, sq, heads, span, d, dv) {
+                AttentionKernel::SplitKeys { chunks, chunk_len } => {
                     let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
                     let bufs = [&q, &k, &v, &o, part.buffer(), &xq];
                     p[9] = 1;
@@ -968,25 +1024,20 @@ pub fn run(
                     p[9] = 2;
                     gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
                 }
-                None if sq >= PROMPT_ATTENTION_ROWS && d <= 128 && dv <= 128 => {
-                    let groups = sq.div_ceil(PROMPT_ATTENTION_ROWS) * heads;
-                    gpu.dispatch(
-                        rec,
-                        "attention_rows",
-                        &[&q, &k, &v, &o],
-                        p,
-                        groups as u64,
-                        1,
-                    )?
+                AttentionKernel::PromptOnMatrixUnits => {
+                    let groups = sq.div_ceil(COOP_ATTENTION_ROWS) * heads;
+                    let bufs = [&q, &k, &v, &o];
+                    gpu.dispatch(rec, "attention_coop", &bufs, p, groups as u64, 1)?
                 }
-                None => gpu.dispatch(
-                    rec,
-                    "attention",
-                    &[&q, &k, &v, &o, &o, &xq],
-                    p,
-                    rows as u64,
-                    1,
-                )?,
+                AttentionKernel::Prompt => {
+                    let groups = sq.div_ceil(PROMPT_ATTENTION_ROWS) * heads;
+                    let bufs = [&q, &k, &v, &o];
+                    gpu.dispatch(rec, "attention_rows", &bufs, p, groups as u64, 1)?
+                }
+                AttentionKernel::PerRow => {
+                    let bufs = [&q, &k, &v, &o, &o, &xq];
+                    gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?
+                }
             }
             if p[13] == 1 {
                 rec.int8_rows.insert(o, xq);
