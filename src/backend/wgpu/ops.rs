@@ -88,7 +88,8 @@ fn key_chunks(rows: usize, keys: usize) -> Option<(usize, usize)> {
 }
 
 /// The kernel that runs an attention (Sdpa) of `sq` query rows of `heads`
-/// heads over `span` keys a row at most, head sizes `d` and `dv`.
+/// heads over `n` keys under `mask` (not a padding mask), head sizes `d` and
+/// `dv`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum AttentionKernel {
     /// Few rows over many keys: the keys split in `chunks` of `chunk_len`
@@ -107,10 +108,16 @@ pub(super) fn attention_kernel(
     gpu: &Gpu,
     sq: usize,
     heads: usize,
-    span: usize,
+    mask: &Mask,
+    n: usize,
     d: usize,
     dv: usize,
 ) -> AttentionKernel {
+    // A row attends to at most the window's keys under a sliding mask.
+    let span = match mask {
+        Mask::Sliding(w) => n.min(*w),
+        _ => n,
+    };
     let prompt = sq >= PROMPT_ATTENTION_ROWS;
     match key_chunks(sq * heads, span) {
         Some((chunks, chunk_len)) => AttentionKernel::SplitKeys { chunks, chunk_len },
@@ -130,14 +137,11 @@ pub(super) fn sdpa_kernel(gpu: &Gpu, op: &Op, inputs: &[TensorInfo]) -> Option<A
     };
     let [q, k, v] = inputs else { return None };
     let (sq, heads, d) = (q.shape[0], q.shape[1], q.shape[2]);
+    if let Mask::Padding(_) = mask {
+        return None;
+    }
     let n = kv_len.unwrap_or(k.shape[0]);
-    let span = match mask {
-        Mask::None | Mask::Causal => n,
-        // A row attends to at most the window's keys under a sliding mask.
-        Mask::Sliding(w) => n.min(*w),
-        Mask::Padding(_) => return None,
-    };
-    Some(attention_kernel(gpu, sq, heads, span, d, v.shape[2]))
+    Some(attention_kernel(gpu, sq, heads, mask, n, d, v.shape[2]))
 }
 
 /// A frame buffer for output `info`, and the device tensor over it.
@@ -1011,9 +1015,7 @@ pub fn run(
             } else {
                 gpu.spare.clone()
             };
-            // A row attends to at most the window's keys under a sliding mask.
-            let span = if kind == 2 { n.min(window) } else { n };
-            match attention_kernel(gpu, sq, heads, span, d, dv) {
+            match attention_kernel(gpu, sq, heads, mask, n, d, dv) {
                 AttentionKernel::SplitKeys { chunks, chunk_len } => {
                     let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
                     let bufs = [&q, &k, &v, &o, part.buffer(), &xq];
