@@ -14,6 +14,7 @@ use cyb_llm::backend::{
 };
 use cyb_llm::DType;
 use rand::Rng;
+use rand_chacha::ChaCha8Rng;
 
 /// The matmul encodings the wgpu kernels take: all but q2_k and q3_k.
 fn matmul_dtypes() -> impl Iterator<Item = DType> {
@@ -457,7 +458,6 @@ fn rope_both_styles_match_reference() {
 #[test]
 fn attention_matches_reference() {
     let mut r = rng("attention_matches_reference");
-    let (h, hkv, d) = (4, 2, 40);
     for (sq, m, kv_len, q_pos, mask) in [
         (1, 150, 150, 149, Mask::Causal),
         (3, 200, 140, 137, Mask::Causal),
@@ -481,16 +481,7 @@ fn attention_matches_reference() {
         (16, 30, 30, 14, Mask::Causal),
         (17, 40, 40, 23, Mask::Sliding(1)),
     ] {
-        let q = rand_tensor(&mut r, &[sq, h, d]);
-        let k = rand_tensor(&mut r, &[m, hkv, d]);
-        let v = rand_tensor(&mut r, &[m, hkv, d + 3]);
-        let op = Op::Sdpa {
-            scale: None,
-            mask,
-            q_pos,
-            kv_len: Some(kv_len),
-        };
-        check_attention(&op, [q, k, v]);
+        check_attention(&mut r, (sq, m, kv_len, q_pos, mask), (40, 43));
     }
     // Head sizes of real models and the kernel's limits: d a multiple of 16
     // or not (the scalar tail), dv up to 128 (two threads per dimension) and
@@ -505,16 +496,7 @@ fn attention_matches_reference() {
         (21, 37, 100),
         (19, 200, 64),
     ] {
-        let q = rand_tensor(&mut r, &[sq, h, d]);
-        let k = rand_tensor(&mut r, &[90, hkv, d]);
-        let v = rand_tensor(&mut r, &[90, hkv, dv]);
-        let op = Op::Sdpa {
-            scale: None,
-            mask: Mask::Causal,
-            q_pos: 82 - sq,
-            kv_len: Some(82),
-        };
-        check_attention(&op, [q, k, v]);
+        check_attention(&mut r, (sq, 90, 82, 82 - sq, Mask::Causal), (d, dv));
     }
     // A prompt with head sizes the matrix units take (multiples of 16 up to
     // 128), where the device has them: three row blocks of 64 (the last
@@ -527,29 +509,38 @@ fn attention_matches_reference() {
         (16, 30, 30, 14, Mask::Causal, 16, 128),
         (17, 40, 40, 23, Mask::Sliding(1), 64, 64),
     ] {
-        let q = rand_tensor(&mut r, &[sq, h, d]);
-        let k = rand_tensor(&mut r, &[m, hkv, d]);
-        let v = rand_tensor(&mut r, &[m, hkv, dv]);
-        let op = Op::Sdpa {
-            scale: None,
-            mask,
-            q_pos,
-            kv_len: Some(kv_len),
-        };
-        check_attention(&op, [q, k, v]);
+        check_attention(&mut r, (sq, m, kv_len, q_pos, mask), (d, dv));
     }
 }
 
-/// Sdpa on wgpu against the reference: within 1e-5, or where the device runs
-/// it on the matrix units within 1.2e-3 of max |V| (the f16 probabilities'
-/// bound, 2^-10 of it: see `attention_on_matrix_units`).
-fn check_attention(op: &Op, inputs: [Tensor; 3]) {
-    if attention_on_matrix_units(gpu(), op, &inputs) {
+/// Sdpa of `sq` random query rows (4 heads over 2 KV heads, head sizes d and
+/// dv) at position `q_pos` over the first `kv_len` of `m` random keys under
+/// `mask`, on wgpu against the reference: within 1e-5, or where the device
+/// runs it on the matrix units within 1.2e-3 of max |V| (the f16
+/// probabilities' bound, 2^-10 of it: see `attention_on_matrix_units`).
+fn check_attention(
+    r: &mut ChaCha8Rng,
+    (sq, m, kv_len, q_pos, mask): (usize, usize, usize, usize, Mask),
+    (d, dv): (usize, usize),
+) {
+    let (h, hkv) = (4, 2);
+    let inputs = [
+        rand_tensor(r, &[sq, h, d]),
+        rand_tensor(r, &[m, hkv, d]),
+        rand_tensor(r, &[m, hkv, dv]),
+    ];
+    let op = Op::Sdpa {
+        scale: None,
+        mask,
+        q_pos,
+        kv_len: Some(kv_len),
+    };
+    if attention_on_matrix_units(gpu(), &op, &inputs) {
         let v = inputs[2].read_f32("test").expect("host values");
         let v_max = v.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        check(op, &inputs, 1.2e-3, v_max);
+        check(&op, &inputs, 1.2e-3, v_max);
     } else {
-        check(op, &inputs, 1e-5, 0.0);
+        check(&op, &inputs, 1e-5, 0.0);
     }
 }
 
