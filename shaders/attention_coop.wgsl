@@ -91,6 +91,15 @@ fn add_pv(
     return coopMultiplyAdd(pa1, v1, coopMultiplyAdd(pa0, v0, acc));
 }
 
+// v rounded to f16, to kv[at .. at + 4].
+fn put4(at: u32, v: vec4<f32>) {
+    let h = vec4<f16>(v);
+    kv[at] = h.x;
+    kv[at + 1u] = h.y;
+    kv[at + 2u] = h.z;
+    kv[at + 3u] = h.w;
+}
+
 // Rows j0 .. j0 + TK of the cache `src` (K when `is_v` is false, else V) for
 // KV head kvh, `width` values a row, as f16 into the tile at `at`; keys from
 // `hi` on are zero.
@@ -109,12 +118,7 @@ fn load_tile(t: u32, j0: u32, hi: u32, kvh: u32, width: u32, is_v: bool, at: u32
                 v = vec4<f32>(kc[b], kc[b + 1u], kc[b + 2u], kc[b + 3u]);
             }
         }
-        let h = vec4<f16>(v);
-        let s = at + jj * LD + c;
-        kv[s] = h.x;
-        kv[s + 1u] = h.y;
-        kv[s + 2u] = h.z;
-        kv[s + 3u] = h.w;
+        put4(at + jj * LD + c, v);
     }
 }
 
@@ -164,12 +168,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             let b = ((i0 + rr) * heads + h) * d + c;
             v = vec4<f32>(q[b], q[b + 1u], q[b + 2u], q[b + 3u]);
         }
-        let hv = vec4<f16>(v);
-        let s = rr * LD + c;
-        kv[s] = hv.x;
-        kv[s + 1u] = hv.y;
-        kv[s + 2u] = hv.z;
-        kv[s + 3u] = hv.w;
+        put4(rr * LD + c, v);
     }
     workgroupBarrier();
     let qa = sg * 16u * LD;
