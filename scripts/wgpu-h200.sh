@@ -277,6 +277,33 @@ coopvariants)
   done
   [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 512 -n 0 -ngl 99 -r 5 | grep pp512
   ;;
+fill)
+  # issue 23 prefill tile fills: the kernel tests, the 8B shape's prefill
+  # profile and pp512 with the built-in kernels and each shaders/variants/
+  # folder, then llama.cpp-Vulkan's pp512. carry .gl .wgbin .devbin/llvk
+  # FILL_QUICK=1: variants only (no built-in kernel tests, no profile).
+  install_bin
+  if [ -x .wgbin/wgpu_kernels ] && [ -z "$FILL_QUICK" ]; then
+    say "kernel tests against the reference (f16-operand reference where the matrix units run)"
+    .wgbin/wgpu_kernels --test-threads 1 2>&1 | grep -E "test result|FAILED|panicked|relative error|differ|max " | head -30
+  fi
+  models_8b
+  if [ -z "$FILL_QUICK" ]; then
+    say "8b prefill profile (CYB_WGPU_PROFILE=1 bench -p 512 -n 0 -r 1)"
+    CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 1 2>&1 | head -30
+  fi
+  say "8b pp512, built-in kernels"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] || continue
+    say "shader variant $(basename $v): kernel tests, pp512"
+    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused attention 2>&1 | grep -E "test result|FAILED|panicked"
+    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
+  done
+  say "8b greedy"
+  greedy $M/l8b.model wgpu
+  [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 512 -n 0 -ngl 99 -r 3 | grep pp512
+  ;;
 pipeline)
   # issue 23 decode overlap: the 8B bench (tg as `run` decodes: greedy picks
   # on the device, the next forward queued before the pick is read back) with

@@ -34,8 +34,9 @@ fn matmul_every_dtype_matches_reference() {
     let mut r = rng("matmul_every_dtype_matches_reference");
     for dtype in matmul_dtypes() {
         let k = k_for(dtype);
-        // 70 rows: two tiles of the matrix-unit kernel where the device has it.
-        for m in [1, 3, 11, 70] {
+        // 140 rows: two tiles of the matrix-unit kernel where the device has
+        // it, the second partial.
+        for m in [1, 3, 11, 140] {
             let x = rand_tensor(&mut r, &[m, k]);
             let w = rand_weight(&mut r, &[37, k], dtype);
             let floor = matmul_typical(&x, &w);
@@ -295,7 +296,7 @@ fn fused_weights_of_one_encoding_match_reference() {
         let wv = rand_weight(&mut r, &[13, k], dtype);
         let wg = rand_weight(&mut r, &[51, k], dtype);
         let wu = rand_weight(&mut r, &[51, k], dtype);
-        for m in [1, 5, 40] {
+        for m in [1, 5, 140] {
             let x = rand_tensor(&mut r, &[m, k]);
             let floor = matmul_typical(&x, &wq);
             for g in [gpu(), &plain] {

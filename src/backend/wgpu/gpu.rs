@@ -111,6 +111,10 @@ pub struct Recorder {
     /// products that read it ([`Gpu::int8_activations`]). Emptied at every
     /// submit, when the frame buffers may be handed out again.
     pub int8_rows: HashMap<wgpu::Buffer, wgpu::Buffer>,
+    /// Activation rows of this batch already converted to f16 for the
+    /// matrix-unit products, by (f32 buffer, rows, values a row): the f16
+    /// twin. Emptied at every submit, as `int8_rows`.
+    pub f16_rows: HashMap<(wgpu::Buffer, usize, usize), wgpu::Buffer>,
 }
 
 /// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
@@ -279,7 +283,18 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
     };
     Some(match name {
         "mm" => vec![file!("mm.wgsl"), file!("sum_rows.wgsl")],
-        "mm_coop" => vec![file!("mm_coop.wgsl")],
+        "mm_coop" => vec![
+            file!("mm_coop.wgsl"),
+            file!("mm_coop_cols.wgsl"),
+            file!("mm_coop_out.wgsl"),
+        ],
+        "mm_coop_qkv" => vec![
+            file!("mm_coop.wgsl"),
+            file!("mm_coop_cols.wgsl"),
+            file!("mm_coop_qkv.wgsl"),
+        ],
+        "mm_coop_glu" => vec![file!("mm_coop.wgsl"), file!("mm_coop_glu.wgsl")],
+        "rows_f16" => vec![file!("rows_f16.wgsl")],
         "embed" => vec![file!("embed.wgsl")],
         "elementwise" => vec![file!("elementwise.wgsl")],
         "norm" => vec![file!("norm.wgsl"), file!("q8_block.wgsl"), q8_parts, reduce],
@@ -381,7 +396,9 @@ fn kernel_source(key: &str, subgroups: bool) -> Option<String> {
 /// The WGSL `enable` directives kernel `name` needs (they must open the module).
 fn kernel_enables(name: &str) -> &'static str {
     match name {
-        "mm_coop" | "attention_coop" => "enable f16;\nenable wgpu_cooperative_matrix;\n",
+        "mm_coop" | "mm_coop_qkv" | "mm_coop_glu" | "attention_coop" => {
+            "enable f16;\nenable wgpu_cooperative_matrix;\n"
+        }
         _ => "",
     }
 }
@@ -489,6 +506,7 @@ impl Gpu {
                 readback: None,
                 last_submit: None,
                 int8_rows: HashMap::new(),
+                f16_rows: HashMap::new(),
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
@@ -608,6 +626,7 @@ impl Gpu {
         rec.slots = 0;
         rec.alloc.recycle();
         rec.int8_rows.clear();
+        rec.f16_rows.clear();
         self.evict_dead();
     }
 
@@ -1170,6 +1189,8 @@ mod tests {
         let with_dtype = [
             "mm",
             "mm_coop",
+            "mm_coop_qkv",
+            "mm_coop_glu",
             "matvec",
             "matvec_qkv",
             "matvec_glu",
@@ -1193,6 +1214,7 @@ mod tests {
             "quant_q8",
             "attention_rows",
             "attention_coop",
+            "rows_f16",
         ];
         let mut keys: Vec<String> = plain.iter().map(|k| k.to_string()).collect();
         for k in with_dtype {

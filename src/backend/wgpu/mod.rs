@@ -62,16 +62,19 @@ fn init_error(reason: String) -> ExecutionError {
     }
 }
 
-/// Workgroup memory of shaders/attention_coop.wgsl, the matrix-unit kernel
-/// that takes the most (mm_coop.wgsl: 23 KiB).
-const COOP_SHARED_BYTES: u32 = 31488;
+/// Workgroup memory of shaders/mm_coop.wgsl, the matrix-unit kernel that takes
+/// the most (attention_coop.wgsl: 31488 bytes).
+const COOP_SHARED_BYTES: u32 = 36864;
+/// Threads per workgroup of shaders/mm_coop.wgsl, the matrix-unit kernel with
+/// the most.
+const COOP_THREADS: u32 = 512;
 
 /// Whether the prefill products and prompt attention can run on the matrix
 /// units (shaders/mm_coop.wgsl, shaders/attention_coop.wgsl):
 /// the adapter has cooperative matrices of 16x16x16 with f16 operands and f32
 /// sums, f16 in shaders, and subgroups of exactly 32 threads (the kernels map
 /// threads to subgroups by index) and the workgroup memory of the largest
-/// such kernel ([`COOP_SHARED_BYTES`]); `allowed` or `CYB_WGPU_COOP=0` can turn it off.
+/// such kernel ([`COOP_SHARED_BYTES`], [`COOP_THREADS`]); `allowed` or `CYB_WGPU_COOP=0` can turn it off.
 fn coop_matmul_fits(
     adapter: &wgpu::Adapter,
     info: &wgpu::AdapterInfo,
@@ -85,6 +88,7 @@ fn coop_matmul_fits(
         && allowed.contains(needed)
         && std::env::var("CYB_WGPU_COOP").map_or(true, |v| v != "0")
         && adapter.limits().max_compute_workgroup_storage_size >= COOP_SHARED_BYTES
+        && adapter.limits().max_compute_invocations_per_workgroup >= COOP_THREADS
         && info.subgroup_min_size == 32
         && info.subgroup_max_size == 32
         && adapter

@@ -19,7 +19,12 @@ const QUANT_BLOCKS_PER_GROUP: u64 = 8;
 /// Weight rows and input rows per workgroup of the matrix-unit product (BN,
 /// BM in mm_coop.wgsl).
 const COOP_ROWS: usize = 128;
-const COOP_INPUT_ROWS: usize = 64;
+const COOP_INPUT_ROWS: usize = 128;
+/// Output columns per workgroup of the matrix-unit SwiGLU (GLU_COLS in
+/// mm_coop_glu.wgsl).
+const COOP_GLU_COLUMNS: usize = 64;
+/// Eight-value chunks per rows_f16 workgroup (its workgroup size).
+const F16_CHUNKS_PER_GROUP: u64 = 64;
 /// Keys per tile of the attention kernel (TILE in attention.wgsl).
 const ATTENTION_TILE: usize = 64;
 /// Query rows per workgroup of the prompt attention (BR in
@@ -252,6 +257,33 @@ fn int8_operand(
     Ok(xq)
 }
 
+/// The `m` rows of `k` values in `x` as f16 rows of `k` rounded up to 32
+/// values, zero past `k` (shaders/rows_f16.wgsl, one dispatch), the operand of
+/// the matrix-unit product; or the rows an earlier product of this batch
+/// already converted ([`Recorder::f16_rows`]).
+fn f16_operand(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    x: &wgpu::Buffer,
+    m: usize,
+    k: usize,
+) -> Result<wgpu::Buffer, ExecutionError> {
+    if let Some(xh) = rec.f16_rows.get(&(x.clone(), m, k)) {
+        return Ok(xh.clone());
+    }
+    let padded = k.div_ceil(32) * 32;
+    let xh = gpu.frame(rec, (m * padded * 2) as u64)?;
+    let mut p: Params = [0; 32];
+    p[0] = k as u32;
+    p[1] = padded as u32;
+    p[2] = m as u32;
+    let groups = ((m * padded / 8) as u64).div_ceil(F16_CHUNKS_PER_GROUP);
+    gpu.dispatch(rec, "rows_f16", &[x, xh.buffer()], p, groups, 1)?;
+    let xh = xh.buffer().clone();
+    rec.f16_rows.insert((x.clone(), m, k), xh.clone());
+    Ok(xh)
+}
+
 /// One product of `m > 1` input rows with `rows` weight rows of a chunk
 /// (`bufs` = weights of `dtype`, x, y; parameters as shaders/mm.wgsl takes
 /// them): on 8-bit activations where [`Gpu::int8_product`] says so
@@ -275,9 +307,19 @@ fn mm(
         return gpu.dispatch(rec, &kernel, &[bufs[0], &xq, bufs[2]], p, groups, 1);
     }
     if gpu.coop_matmul() {
-        let groups = rows.div_ceil(COOP_ROWS) as u64;
-        let z = m.div_ceil(COOP_INPUT_ROWS) as u32;
-        gpu.dispatch(rec, &format!("mm_coop:{name}"), bufs, p, groups, z)
+        let kernel = format!("mm_coop:{name}");
+        let groups = rows.div_ceil(COOP_ROWS);
+        coop_dispatch(
+            gpu,
+            rec,
+            &kernel,
+            bufs[0],
+            bufs[1],
+            &[bufs[2]],
+            p,
+            m,
+            groups,
+        )
     } else {
         let groups = rows.div_ceil(MV_ROWS) as u64;
         gpu.dispatch(
@@ -289,6 +331,39 @@ fn mm(
             m.div_ceil(TM) as u32,
         )
     }
+}
+
+/// Whether a product of `m` input rows with a weight of `dtype` runs on the
+/// matrix units (shaders/mm_coop.wgsl): not on 8-bit activations, and the
+/// device has them.
+fn coop_product(gpu: &Gpu, dtype: DType, m: usize) -> bool {
+    m > 1 && !gpu.int8_product(dtype, m) && gpu.coop_matmul()
+}
+
+/// One matrix-unit product dispatch: kernel `kernel` (mm_coop.wgsl with its
+/// output file) of weight buffer `w` with the `m` rows of `x` (as f16 rows,
+/// [`f16_operand`]) into `outs`; `p` holds M and K at a.x and a.z, and gets
+/// the f16 row length; `groups` workgroups of output columns, each for
+/// every block of input rows.
+#[allow(clippy::too_many_arguments)]
+fn coop_dispatch(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    kernel: &str,
+    w: &wgpu::Buffer,
+    x: &wgpu::Buffer,
+    outs: &[&wgpu::Buffer],
+    mut p: Params,
+    m: usize,
+    groups: usize,
+) -> Result<(), ExecutionError> {
+    let k = p[2] as usize;
+    let xh = f16_operand(gpu, rec, x, m, k)?;
+    p[8] = (k.div_ceil(32) * 8) as u32;
+    let mut bufs = vec![w, &xh];
+    bufs.extend_from_slice(outs);
+    let z = m.div_ceil(COOP_INPUT_ROWS) as u32;
+    gpu.dispatch(rec, kernel, &bufs, p, groups as u64, z)
 }
 
 /// Products of `x` with consecutive row ranges (`rows` each) of the fused
@@ -325,6 +400,16 @@ fn fused_products(
             1,
         );
     }
+    if let ([q, kr, v], [yq, yk, yv], true) = (rows, ys, coop_product(gpu, dtype, m)) {
+        let n = q + kr + v;
+        let mut p: Params = [0; 32];
+        p[..4].copy_from_slice(&[m as u32, n as u32, k as u32, w.row_bytes as u32]);
+        p[9] = *q as u32;
+        p[10] = (q + kr) as u32;
+        let kernel = format!("mm_coop_qkv:{name}");
+        let groups = n.div_ceil(COOP_ROWS);
+        return coop_dispatch(gpu, rec, &kernel, &c.buf, x, &[yq, yk, yv], p, m, groups);
+    }
     let mut base = 0;
     for (&n, y) in rows.iter().zip(ys) {
         let mut p: Params = [0; 32];
@@ -343,13 +428,16 @@ fn fused_products(
     Ok(())
 }
 
-/// SwiGLU of one input row against the fused gate-then-up weight `w` (`n`
-/// rows each): silu(gate) * up in one matvec dispatch.
+/// SwiGLU of `m` input rows against the fused gate-then-up weight `w` (`n`
+/// rows each): silu(gate) * up into `y` ([m, n]) in one dispatch, a matvec
+/// for one row (shaders/matvec_glu.wgsl), else on the matrix units
+/// (shaders/mm_coop_glu.wgsl; the caller checked [`coop_product`]).
 #[allow(clippy::too_many_arguments)]
 fn fused_glu(
     gpu: &Gpu,
     rec: &mut Recorder,
     x: &wgpu::Buffer,
+    m: usize,
     k: usize,
     w: &Weight,
     dtype: DType,
@@ -359,7 +447,14 @@ fn fused_glu(
     let name = deq_name(dtype).ok_or_else(|| unsupported("FusedSwiGlu", dtype))?;
     let c = single_chunk(w)?;
     let mut p: Params = [0; 32];
-    p[..4].copy_from_slice(&[1, (2 * n) as u32, k as u32, w.row_bytes as u32]);
+    p[..4].copy_from_slice(&[m as u32, (2 * n) as u32, k as u32, w.row_bytes as u32]);
+    if m > 1 {
+        p[5] = n as u32;
+        p[9] = n as u32;
+        let kernel = format!("mm_coop_glu:{name}");
+        let groups = n.div_ceil(COOP_GLU_COLUMNS);
+        return coop_dispatch(gpu, rec, &kernel, &c.buf, x, &[y], p, m, groups);
+    }
     p[8] = n as u32;
     let (kernel, xd) = decode_operand(gpu, rec, x, k, dtype, "matvec_glu")?;
     gpu.dispatch(
@@ -639,7 +734,9 @@ pub fn run(
             let s = outs[0].shape.as_slice();
             let fused = gpu.fused_weight(&[&inputs[1], &inputs[2]], k)?;
             match fused {
-                Some(w) if m == 1 => fused_glu(gpu, rec, &x, k, &w, inputs[1].dtype(), n, &y)?,
+                Some(w) if m == 1 || coop_product(gpu, inputs[1].dtype(), m) => {
+                    fused_glu(gpu, rec, &x, m, k, &w, inputs[1].dtype(), n, &y)?
+                }
                 _ => {
                     let (_tg, g) = out(gpu, rec, &outs[0])?;
                     let (_tu, u) = out(gpu, rec, &outs[0])?;
