@@ -314,7 +314,8 @@ pipeline)
   bench_8b
   for v in shaders/variants/*/; do
     [ -d "$v" ] || continue
-    say "8b pp512, shader variant $(basename $v)"
+    say "8b pp512, shader variant $(basename $v) (and its kernel tests)"
+    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused attention 2>&1 | grep -E "test result|FAILED|panicked"
     CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
   done
   say "8b tg128 --sync-tokens (as llama-bench: random ids, each token waited for)"
