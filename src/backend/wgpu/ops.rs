@@ -343,8 +343,8 @@ fn coop_product(gpu: &Gpu, dtype: DType, m: usize) -> bool {
 /// One matrix-unit product dispatch: kernel `kernel` (mm_coop.wgsl with its
 /// output file) of weight buffer `w` with the `m` rows of `x` (as f16 rows,
 /// [`f16_operand`]) into `outs`; `p` holds M and K at a.x and a.z, and gets
-/// the f16 row length; `groups` workgroups of output columns, each for
-/// every block of input rows.
+/// the f16 row length in vec4<f16> at c.x; `groups` workgroups of output
+/// columns, each for every block of input rows.
 #[allow(clippy::too_many_arguments)]
 fn coop_dispatch(
     gpu: &Gpu,
@@ -368,8 +368,9 @@ fn coop_dispatch(
 
 /// Products of `x` with consecutive row ranges (`rows` each) of the fused
 /// weight `w` (one chunk, from [`Gpu::fused_weight`]), range `i` into `ys[i]`:
-/// for one input row and three ranges (Q, K, V) one matvec dispatch, else one
-/// mm dispatch per range.
+/// three ranges (Q, K, V) in one dispatch, a matvec for one input row or on
+/// the matrix units (shaders/mm_coop_qkv.wgsl) where [`coop_product`] says so;
+/// else one mm dispatch per range.
 #[allow(clippy::too_many_arguments)]
 fn fused_products(
     gpu: &Gpu,
