@@ -304,6 +304,24 @@ fill)
   greedy $M/l8b.model wgpu
   [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 512 -n 0 -ngl 99 -r 3 | grep pp512
   ;;
+accept)
+  # issue 23 acceptance figures in the least device time, most important first
+  # (the 8B bench and llama.cpp's, `run` with both prompts, then the small
+  # models); no kernel tests. carry .gl .wgbin .devbin/llvk .devbin/heads
+  install_bin
+  models_8b
+  say "8b bench"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
+  llvk $M/l8b.gguf 8b
+  run_prompts
+  small_models
+  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+    [ -f $M/$g.model ] || continue
+    say "$g bench"
+    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
+    llvk $M/$g.gguf $g
+  done
+  ;;
 pipeline)
   # issue 23 decode overlap: the 8B bench (tg as `run` decodes: greedy picks
   # on the device, the next forward queued before the pick is read back) with

@@ -25,13 +25,18 @@ const DMAX: u32 = 128u;
 // Row stride in f16 of the Q, K and V tiles: DMAX plus 8 (16 bytes), so that
 // consecutive rows start in different banks.
 const LD: u32 = 136u;
+// The same in elements of `kv` (four f16 each): the fragment loads take the
+// stride in these.
+const LD4: u32 = 34u;
 // Offset of the V tile in `kv`.
 const V_AT: u32 = 4352u; // TK * LD
 // Row stride in f16 of a subgroup's probabilities.
 const PLD: u32 = 40u;
 const NEG: f32 = -3.4028235e38;
-// The K and V tiles; before the first tile, the workgroup's Q rows.
-var<workgroup> kv: array<f16, 8704>; // BR * LD = 2 * TK * LD
+// The K and V tiles; before the first tile, the workgroup's Q rows. Offsets
+// below are in f16 (all multiples of 4); the tiles are vec4<f16> so that each
+// fill stores four values at once.
+var<workgroup> kv: array<vec4<f16>, 2176>; // (BR * LD = 2 * TK * LD) / 4
 // A subgroup's 16 x TK scores (f32), later its 16 x 16 output squares.
 var<workgroup> ss: array<f32, 2048>; // 4 * 16 * TK
 // A subgroup's 16 x TK probabilities (f16).
@@ -53,27 +58,27 @@ fn scores(
     let d = p.a.w;
     let at = key0 * LD;
     var s: coop_mat16x16<f32, C>;
-    s = coopMultiplyAdd(q0, coopLoad<coop_mat16x16<f16, B>>(&kv[at], LD), s);
+    s = coopMultiplyAdd(q0, coopLoad<coop_mat16x16<f16, B>>(&kv[at / 4u], LD4), s);
     if d > 16u {
-        s = coopMultiplyAdd(q1, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 16u], LD), s);
+        s = coopMultiplyAdd(q1, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 16u) / 4u], LD4), s);
     }
     if d > 32u {
-        s = coopMultiplyAdd(q2, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 32u], LD), s);
+        s = coopMultiplyAdd(q2, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 32u) / 4u], LD4), s);
     }
     if d > 48u {
-        s = coopMultiplyAdd(q3, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 48u], LD), s);
+        s = coopMultiplyAdd(q3, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 48u) / 4u], LD4), s);
     }
     if d > 64u {
-        s = coopMultiplyAdd(q4, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 64u], LD), s);
+        s = coopMultiplyAdd(q4, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 64u) / 4u], LD4), s);
     }
     if d > 80u {
-        s = coopMultiplyAdd(q5, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 80u], LD), s);
+        s = coopMultiplyAdd(q5, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 80u) / 4u], LD4), s);
     }
     if d > 96u {
-        s = coopMultiplyAdd(q6, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 96u], LD), s);
+        s = coopMultiplyAdd(q6, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 96u) / 4u], LD4), s);
     }
     if d > 112u {
-        s = coopMultiplyAdd(q7, coopLoad<coop_mat16x16<f16, B>>(&kv[at + 112u], LD), s);
+        s = coopMultiplyAdd(q7, coopLoad<coop_mat16x16<f16, B>>(&kv[(at + 112u) / 4u], LD4), s);
     }
     return s;
 }
@@ -86,18 +91,14 @@ fn add_pv(
     pa1: coop_mat16x16<f16, A>,
     c0: u32,
 ) -> coop_mat16x16<f32, C> {
-    let v0 = coopLoadT<coop_mat16x16<f16, B>>(&kv[V_AT + c0], LD);
-    let v1 = coopLoadT<coop_mat16x16<f16, B>>(&kv[V_AT + 16u * LD + c0], LD);
+    let v0 = coopLoadT<coop_mat16x16<f16, B>>(&kv[(V_AT + c0) / 4u], LD4);
+    let v1 = coopLoadT<coop_mat16x16<f16, B>>(&kv[(V_AT + 16u * LD + c0) / 4u], LD4);
     return coopMultiplyAdd(pa1, v1, coopMultiplyAdd(pa0, v0, acc));
 }
 
 // v rounded to f16, to kv[at .. at + 4].
 fn put4(at: u32, v: vec4<f32>) {
-    let h = vec4<f16>(v);
-    kv[at] = h.x;
-    kv[at + 1u] = h.y;
-    kv[at + 2u] = h.z;
-    kv[at + 3u] = h.w;
+    kv[at / 4u] = vec4<f16>(v);
 }
 
 // Rows j0 .. j0 + TK of the cache `src` (K when `is_v` is false, else V) for
@@ -172,7 +173,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     workgroupBarrier();
     let qa = sg * 16u * LD;
-    let q0 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa], LD);
+    let q0 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa / 4u], LD4);
     var q1: coop_mat16x16<f16, A>;
     var q2: coop_mat16x16<f16, A>;
     var q3: coop_mat16x16<f16, A>;
@@ -181,25 +182,25 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     var q6: coop_mat16x16<f16, A>;
     var q7: coop_mat16x16<f16, A>;
     if d > 16u {
-        q1 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 16u], LD);
+        q1 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 16u) / 4u], LD4);
     }
     if d > 32u {
-        q2 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 32u], LD);
+        q2 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 32u) / 4u], LD4);
     }
     if d > 48u {
-        q3 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 48u], LD);
+        q3 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 48u) / 4u], LD4);
     }
     if d > 64u {
-        q4 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 64u], LD);
+        q4 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 64u) / 4u], LD4);
     }
     if d > 80u {
-        q5 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 80u], LD);
+        q5 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 80u) / 4u], LD4);
     }
     if d > 96u {
-        q6 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 96u], LD);
+        q6 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 96u) / 4u], LD4);
     }
     if d > 112u {
-        q7 = coopLoadT<coop_mat16x16<f16, A>>(&kv[qa + 112u], LD);
+        q7 = coopLoadT<coop_mat16x16<f16, A>>(&kv[(qa + 112u) / 4u], LD4);
     }
 
     // Row ranges only grow with the row: the tiles span the first row's lo

@@ -9,10 +9,10 @@
 // A workgroup of 512 threads computes BM input rows x BN weight rows. Per step
 // of BK values of k, its threads store the input tile (eight f16 a thread) and
 // the weight tile (a quarter sub-block a thread, decoded by `mv_dq` from whole
-// words) in workgroup memory, then load the next step's from global memory
-// into registers, so that those loads are in flight while each subgroup
-// multiplies 32 x 32 of the output tile (four 16x16 accumulators, f32) from
-// workgroup memory. Weights are rounded to f16 (values past 65504 become
+// words) in workgroup memory from registers, then load the operands of the
+// step after next from global memory into registers, so that those loads have
+// two steps of products to land while each subgroup multiplies 32 x 32 of the
+// output tile (four 16x16 accumulators, f32) from workgroup memory. Weights are rounded to f16 (values past 65504 become
 // infinite); sums are f32.
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> xh: array<vec4<f16>>;
@@ -59,6 +59,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let qq = t % 4u;
     let rb = (p.b.z + coop_row(g, wr)) * p.a.w;
     var q = mv_dq(rb, 0u, qq, kk);
+    // The operands of the next step (xa2, xb2, q2); loads past the last
+    // sub-block read it again (klast), unused, so that no branch keeps the
+    // loads apart from the products.
+    let klast = (kk - 1u) / 32u * 32u;
+    let k1 = min(BK, klast);
+    var xa2 = xh[xrow + k1 / 4u];
+    var xb2 = xh[xrow + k1 / 4u + 1u];
+    var q2 = mv_dq(rb, k1 / 32u, qq, kk);
     for (var k0 = 0u; k0 < kk; k0 += BK) {
         workgroupBarrier();
         xs[xr * LD + xc * 2u] = xa;
@@ -66,11 +74,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         ws[wr * LD + qq] = vec4<f16>(q.d * q.a + vec4<f32>(q.m));
         ws[wr * LD + 4u + qq] = vec4<f16>(q.d * q.b + vec4<f32>(q.m));
         workgroupBarrier();
-        if k0 + BK < kk {
-            xa = xh[xrow + (k0 + BK) / 4u];
-            xb = xh[xrow + (k0 + BK) / 4u + 1u];
-            q = mv_dq(rb, k0 / 32u + 1u, qq, kk);
-        }
+        xa = xa2;
+        xb = xb2;
+        q = q2;
+        let kn = min(k0 + 2u * BK, klast);
+        xa2 = xh[xrow + kn / 4u];
+        xb2 = xh[xrow + kn / 4u + 1u];
+        q2 = mv_dq(rb, kn / 32u, qq, kk);
         for (var ks = 0u; ks < BK; ks += 16u) {
             let a0 = coopLoadT<coop_mat16x16<f16, A>>(&xs[qm * LD + ks / 4u], LD);
             let a1 = coopLoadT<coop_mat16x16<f16, A>>(&xs[(qm + 16u) * LD + ks / 4u], LD);
