@@ -135,6 +135,14 @@ small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M, each imported beside it
   done
   return 0
 }
+variant_prefills() { # per shaders/variants/ folder: its product and attention kernel tests, then the 8B's pp512
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] || continue
+    say "shader variant $(basename $v): kernel tests, 8b pp512"
+    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused attention 2>&1 | grep -E "test result|FAILED|panicked"
+    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
+  done
+}
 variants() { # tg128 of the 8B model with each shaders/variants/ folder
   for v in shaders/variants/*/; do
     [ -d "$v" ] && variant "shader variant $(basename $v)" $v
@@ -294,12 +302,7 @@ fill)
   fi
   say "8b pp512, built-in kernels"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] || continue
-    say "shader variant $(basename $v): kernel tests, pp512"
-    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused attention 2>&1 | grep -E "test result|FAILED|panicked"
-    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
-  done
+  variant_prefills
   say "8b greedy"
   greedy $M/l8b.model wgpu
   [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 512 -n 0 -ngl 99 -r 3 | grep pp512
@@ -330,12 +333,7 @@ pipeline)
   # tg128 both ways and `run`, next to llama.cpp's tg128.
   # carry .gl .wgbin .devbin/llvk .devbin/heads
   bench_8b
-  for v in shaders/variants/*/; do
-    [ -d "$v" ] || continue
-    say "8b pp512, shader variant $(basename $v) (and its kernel tests)"
-    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels --test-threads 1 matmul fused attention 2>&1 | grep -E "test result|FAILED|panicked"
-    CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
-  done
+  variant_prefills
   say "8b tg128 --sync-tokens (as llama-bench: random ids, each token waited for)"
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
   say "8b tg128 host times"
