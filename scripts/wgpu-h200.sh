@@ -42,6 +42,8 @@ phase=${1:?bench or smol}
 . scripts/h200-vulkan-env.sh
 M=/tmp/cyb; mkdir -p $M
 B=$M/cyb-llm
+# The small models small_models puts in $M (GGUF and .model names).
+SMALL="SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m"
 say() { echo "=== $*"; }
 greedy() { # model backend
   $B run "$1" -p "The capital of France is" -n 16 --temp 0 --no-chat --backend "$2" --json \
@@ -130,10 +132,19 @@ small_models() { # SmolLM2 and Gemma-3-270M GGUFs in $M, each imported beside it
   else
     say "SmolLM2 and Gemma skipped: nothing stashed (scripts/h200-stash.sh) and no .devbin/heads"
   fi
-  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+  for g in $SMALL; do
     [ -f $M/$g.gguf ] && $B import $M/$g.gguf -o $M/$g.model >/dev/null
   done
   return 0
+}
+small_benches() { # the small models (small_models), each's bench next to llama.cpp-Vulkan's
+  small_models
+  for g in $SMALL; do
+    [ -f $M/$g.model ] || continue
+    say "$g bench"
+    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
+    llvk $M/$g.gguf $g
+  done
 }
 variant_prefills() { # per shaders/variants/ folder: its product and attention kernel tests, then the 8B's pp512
   for v in shaders/variants/*/; do
@@ -247,7 +258,7 @@ report)
   bench_8b
   run_prompts
   small_models
-  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+  for g in $SMALL; do
     [ -f $M/$g.model ] || continue
     CYB_WGPU_ACTIVATIONS=f32 parity $M/$g.model "$g (f32 activations)"
     say "$g greedy, 8-bit activations: $(greedy $M/$g.model wgpu)"
@@ -317,13 +328,7 @@ accept)
   $B bench $M/l8b.model --backend wgpu -p 512 -n 128 -r 3
   llvk $M/l8b.gguf 8b
   run_prompts
-  small_models
-  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
-    [ -f $M/$g.model ] || continue
-    say "$g bench"
-    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
-    llvk $M/$g.gguf $g
-  done
+  small_benches
   ;;
 pipeline)
   # issue 23 decode overlap: the 8B bench (tg as `run` decodes: greedy picks
@@ -339,15 +344,13 @@ pipeline)
   say "8b tg128 host times"
   CYB_WGPU_PROFILE=host $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 1 2>&1 | grep -v "^| -"
   run_prompts
-  small_models
-  for g in SmolLM2-135M-Instruct.Q4_1 gemma-3-270m-q4_k_m; do
+  small_benches
+  for g in $SMALL; do
     [ -f $M/$g.model ] || continue
-    say "$g tg128, then with --sync-tokens"
-    $B bench $M/$g.model --backend wgpu -p 512 -n 128 -r 3 | tail -2
+    say "$g tg128 --sync-tokens"
     $B bench $M/$g.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
     say "$g run -n 128 (twice)"
     for i in 1 2; do $B run $M/$g.model -p "The capital of France is" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null; done
-    llvk $M/$g.gguf $g
   done
   ;;
 hostgpu)
