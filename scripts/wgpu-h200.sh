@@ -15,6 +15,9 @@
 # bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
 #   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
+# decode: (carry .gl .wgbin .devbin/llvk) the 8B shape's decode: tg128 per
+#   dispatches per submit, at depth 512 and after a 511-token prompt, next to
+#   llama.cpp-Vulkan's tg128 at depths 0 and 512; the per-kernel profile.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
 #   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
 #   the 8B shape's prefill profile, pp512 with them off, the full bench, the
@@ -160,6 +163,28 @@ variants() { # tg128 of the 8B model with each shaders/variants/ folder
   done
 }
 case $phase in
+decode)
+  # issue 23: the 8B shape's decode. tg128 per dispatches-per-submit (CYB_WGPU_BATCH), the
+  # decode after a 512-token prompt (bench -d 512, `run` on a 511-token prompt) next to
+  # llama.cpp-Vulkan's tg128 at depths 0 and 512, then the per-kernel profile.
+  # carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  for b in 32 64 128 256 4096; do
+    say "8b tg128, CYB_WGPU_BATCH=$b"
+    CYB_WGPU_BATCH=$b $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+  done
+  say "8b tg128 at depth 512"
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
+  prompt512
+  say "8b run, 512-token prompt"
+  $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  if [ -x $LLVK ]; then
+    say "8b llama.cpp-Vulkan tg128 at depths 0 and 512"
+    $LLVK -m $M/l8b.gguf -p 0 -n 128 -d 0,512 -ngl 99 -r 3
+  fi
+  profile_8b
+  ;;
 coop)
   # issue 23: prefill on the matrix units. carry .gl .wgbin (.wgbin/wgpu_kernels:
   # the stripped kernel-test binary, `cargo test --release --test wgpu_kernels --no-run`).

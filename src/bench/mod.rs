@@ -14,6 +14,11 @@
 //!   [`BenchOptions::sync_tokens`]) each forward feeds a random token id and
 //!   waits for its logits, as `llama-bench` does.
 //!
+//! With a depth ([`BenchOptions::n_depth`], llama-bench's `-d`) each
+//! repetition first fills the cache with that many random tokens (untimed,
+//! in prefill chunks), so `tg128 @ d512` is the decode after a 512-token
+//! prompt, the way `run` decodes after one.
+//!
 //! Token ids are drawn uniformly from the vocabulary with a fixed seed, so two
 //! runs see the same ids. Benchmarks never assert times.
 
@@ -47,6 +52,8 @@ pub struct BenchOptions {
     pub n_prompt: usize,
     /// Generated tokens of the tg test (`-n`; 0 skips it).
     pub n_gen: usize,
+    /// Tokens already in the cache when each test starts (`-d`), prefilled untimed.
+    pub n_depth: usize,
     /// Timed repetitions per test (`-r`), after one warm-up.
     pub reps: usize,
     /// Where the weights live (`--no-huge-pages`: mapped).
@@ -63,12 +70,14 @@ pub struct BenchRow {
     pub backend: String,
     /// `curated` or `graph`.
     pub path: String,
-    /// `pp512`, `tg128`, ...
+    /// `pp512`, `tg128`, ... (`tg128 @ d512` with a depth, as llama-bench names it).
     pub test: String,
     /// Prompt tokens (0 for a tg test).
     pub n_prompt: usize,
     /// Generated tokens (0 for a pp test).
     pub n_gen: usize,
+    /// Tokens in the cache before the test.
+    pub n_depth: usize,
     /// Worker threads.
     pub threads: usize,
     /// Mean tokens per second over the repetitions.
@@ -226,18 +235,48 @@ fn load_runner(
     Ok((runner, name, start.elapsed().as_secs_f64() * 1e3))
 }
 
+/// One test: prompt tokens, generated tokens and the depth they start at.
+#[derive(Debug, Clone, Copy)]
+struct Test {
+    n_prompt: usize,
+    n_gen: usize,
+    n_depth: usize,
+}
+
+impl Test {
+    /// llama-bench's name of the test: `pp512`, `tg128`, `tg128 @ d512`.
+    fn name(self) -> String {
+        let base = if self.n_prompt > 0 {
+            format!("pp{}", self.n_prompt)
+        } else {
+            format!("tg{}", self.n_gen)
+        };
+        match self.n_depth {
+            0 => base,
+            d => format!("{base} @ d{d}"),
+        }
+    }
+}
+
 /// One repetition of a test: seconds for `n_prompt` tokens in bulk, or for
-/// `n_gen` single-token forwards.
+/// `n_gen` single-token forwards, after `n_depth` untimed prompt tokens.
 fn run_once(
     r: &mut Runner,
     rng: &mut ChaCha8Rng,
     vocab: usize,
-    (n_prompt, n_gen): (usize, usize),
+    Test {
+        n_prompt,
+        n_gen,
+        n_depth,
+    }: Test,
     sync_tokens: bool,
 ) -> Result<f64, ExecutionError> {
     r.reset();
     let mut draw =
         |n: usize| -> Vec<u32> { (0..n).map(|_| rng.gen_range(0..vocab) as u32).collect() };
+    for part in draw(n_depth).chunks(PREFILL_CHUNK) {
+        r.forward(part)?;
+    }
     if n_prompt > 0 {
         let ids = draw(n_prompt);
         let start = Instant::now();
@@ -269,14 +308,23 @@ pub fn run(
     let probe = crate::loader::load(file)?;
     let bytes = weight_bytes_per_token(&probe) as f64;
     let vocab = probe.vocab.as_ref().map_or(0, |v| v.tokens.len());
-    let vocab = crate::curated::llama::LlamaConfig::from_config(&probe.config)
-        .map(|c| c.vocab)
-        .unwrap_or(vocab);
+    let config = crate::curated::llama::LlamaConfig::from_config(&probe.config).ok();
+    let vocab = config.as_ref().map_or(vocab, |c| c.vocab);
     if vocab == 0 {
         return Err("the model has no vocabulary size to draw token ids from".into());
     }
     drop(probe);
-    let ctx = opts.n_prompt.max(opts.n_gen).max(1);
+    let ctx = opts.n_depth + opts.n_prompt.max(opts.n_gen).max(1);
+    if let Some(max) = config.map(|c| c.max_positions).filter(|&m| ctx > m) {
+        return Err(format!(
+            "{}: a depth of {} and {} tokens need {ctx} positions, but the model's context \
+             holds {max} (lower -d, -p or -n)",
+            file.display(),
+            opts.n_depth,
+            opts.n_prompt.max(opts.n_gen)
+        )
+        .into());
+    }
     let mut rows = Vec::new();
     for backend in &opts.backends {
         for &path in &opts.paths {
@@ -288,10 +336,16 @@ pub fn run(
                         continue;
                     }
                 };
-            let tests = [(opts.n_prompt, 0), (0, opts.n_gen)];
-            for (n_prompt, n_gen) in tests.into_iter().filter(|&(p, g)| p + g > 0) {
+            let tests = [(opts.n_prompt, 0), (0, opts.n_gen)].map(|(n_prompt, n_gen)| Test {
+                n_prompt,
+                n_gen,
+                n_depth: opts.n_depth,
+            });
+            for test in tests.into_iter().filter(|t| t.n_prompt + t.n_gen > 0) {
                 let mut rng = ChaCha8Rng::seed_from_u64(0x5eed);
-                let test = (n_prompt, n_gen);
+                let Test {
+                    n_prompt, n_gen, ..
+                } = test;
                 run_once(&mut runner, &mut rng, vocab, test, opts.sync_tokens)?;
                 let mut tok_s = Vec::with_capacity(opts.reps);
                 for _ in 0..opts.reps.max(1) {
@@ -302,13 +356,10 @@ pub fn run(
                 rows.push(BenchRow {
                     backend: name.clone(),
                     path: runner.engine.path_name().to_string(),
-                    test: if n_prompt > 0 {
-                        format!("pp{n_prompt}")
-                    } else {
-                        format!("tg{n_gen}")
-                    },
+                    test: test.name(),
                     n_prompt,
                     n_gen,
+                    n_depth: test.n_depth,
                     threads: opts.threads,
                     tokens_per_s: mean,
                     stddev: sd,
@@ -332,5 +383,21 @@ mod tests {
         // Sample variance 32/7.
         assert!((s - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
         assert_eq!(mean_sd(&[3.0]), (3.0, 0.0));
+    }
+
+    #[test]
+    fn test_names_follow_llama_bench() {
+        let t = |n_prompt, n_gen, n_depth| {
+            Test {
+                n_prompt,
+                n_gen,
+                n_depth,
+            }
+            .name()
+        };
+        assert_eq!(t(512, 0, 0), "pp512");
+        assert_eq!(t(0, 128, 0), "tg128");
+        assert_eq!(t(0, 128, 512), "tg128 @ d512");
+        assert_eq!(t(512, 0, 4096), "pp512 @ d4096");
     }
 }

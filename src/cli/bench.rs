@@ -43,6 +43,10 @@ pub struct BenchArgs {
     /// Generated tokens of the tg test (0 skips it).
     #[arg(short = 'n', long = "n-gen", default_value_t = 128)]
     n_gen: usize,
+    /// Tokens already in the cache when each test starts, prefilled untimed (llama-bench's
+    /// `-d`): `-p 0 -n 128 -d 512` is the decode after a 512-token prompt.
+    #[arg(short = 'd', long = "n-depth", default_value_t = 0)]
+    n_depth: usize,
     /// Timed repetitions per test, after one warm-up.
     #[arg(short = 'r', long = "repetitions", default_value_t = 5,
           value_parser = clap::value_parser!(u32).range(1..))]
@@ -88,16 +92,17 @@ fn markdown(rows: &[BenchRow]) -> String {
 
 fn csv(rows: &[BenchRow]) -> String {
     let mut out = String::from(
-        "backend,path,test,n_prompt,n_gen,threads,tokens_per_s,stddev,gb_per_s,load_ms\n",
+        "backend,path,test,n_prompt,n_gen,n_depth,threads,tokens_per_s,stddev,gb_per_s,load_ms\n",
     );
     for r in rows {
         out.push_str(&format!(
-            "{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.3}\n",
+            "{},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.3}\n",
             r.backend,
             r.path,
             r.test,
             r.n_prompt,
             r.n_gen,
+            r.n_depth,
             r.threads,
             r.tokens_per_s,
             r.stddev,
@@ -133,6 +138,7 @@ pub fn run(a: BenchArgs) -> CmdResult {
             .max(1),
         n_prompt: a.n_prompt,
         n_gen: a.n_gen,
+        n_depth: a.n_depth,
         reps: a.reps as usize,
         sync_tokens: a.sync_tokens,
         pages: if a.no_huge_pages {
