@@ -15,7 +15,8 @@
 # bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
 #   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
-# decode: (carry .gl .wgbin .devbin/llvk) the 8B shape's decode: tg128 per
+# decode: (carry .gl .wgbin .devbin/llvk) the 8B shape's decode: the kernel
+#   tests, tg128 against an earlier build's (.wgbin/base.gz, when there), tg128 per
 #   dispatches per submit, at depth 512 and after a 511-token prompt, next to
 #   llama.cpp-Vulkan's tg128 at depths 0 and 512; the per-kernel profile.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
@@ -170,6 +171,16 @@ decode)
   # carry .gl .wgbin .devbin/llvk
   install_bin
   models_8b
+  kernel_tests
+  if [ -f .wgbin/base.gz ]; then # an earlier build, for an A/B of the decode in this call
+    gunzip -c .wgbin/base.gz >$M/base && chmod +x $M/base
+    for i in 1 2; do
+      say "8b tg128, this build ($i)"
+      $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+      say "8b tg128, the build in .wgbin/base.gz ($i)"
+      $M/base bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+    done
+  fi
   for b in 32 64 128 256 4096; do
     say "8b tg128, CYB_WGPU_BATCH=$b"
     CYB_WGPU_BATCH=$b $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1

@@ -604,6 +604,90 @@ fn fused_rope_append_matches_reference() {
     }
 }
 
+/// A one-token FusedQkv and the FusedRopeAppend of its outputs (RoPE style
+/// normal) run as one dispatch (shaders/matvec_qkv_rope.wgsl) on 8-bit and on
+/// f32 activations, with and without subgroups: the rotated q, the unrotated
+/// q/k/v and the caches against the reference's ops in turn (on the input as
+/// the 8-bit kernels round it); the neox style, not fused, takes one dispatch
+/// more for the same work.
+#[test]
+fn one_token_qkv_and_rope_append_fuse_and_match_reference() {
+    let mut r = rng("one_token_qkv_and_rope_append_fuse_and_match_reference");
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    let f32_acts = WgpuBackend::with_f32_activations().expect("a third wgpu device");
+    let (m, h, hkv, d, dv, k) = (6, 4, 2, 24, 20, 320);
+    let heads = [(h, d), (hkv, d), (hkv, dv)];
+    let [wq, wk, wv] = heads.map(|(n, w)| rand_weight(&mut r, &[n * w, k], DType::Q4_0));
+    for g in [gpu(), &plain, &f32_acts] {
+        let mut counts = Vec::new();
+        for style in [RopeStyle::Normal, RopeStyle::Neox] {
+            for rot in [d, 16] {
+                let (cos, sin) = rope_cache(m, &rope_inv_freq(rot, 10000.0)).unwrap();
+                let caches = [
+                    g.alloc(&[m, hkv, d], DType::F32).unwrap(),
+                    g.alloc(&[m, hkv, dv], DType::F32).unwrap(),
+                ];
+                let want = [
+                    Tensor::state_zeros(&[m, hkv, d]),
+                    Tensor::state_zeros(&[m, hkv, dv]),
+                ];
+                let mut ctx = ExecContext::new(1);
+                for pos in 0..3 {
+                    let what = format!("{style:?} rot {rot} pos {pos}");
+                    let x = rand_tensor(&mut r, &[1, k]);
+                    let floor = matmul_typical(&x, &wq);
+                    let before = g.dispatches();
+                    let ws = [wq.clone(), wk.clone(), wv.clone()];
+                    let ins = [&[x.clone()][..], &ws].concat();
+                    let qkv = g.execute(&Op::FusedQkv, &ins, &mut ctx).unwrap();
+                    let rows = |t: &[Tensor]| -> Vec<Tensor> {
+                        t.iter()
+                            .zip(heads)
+                            .map(|(t, (n, w))| t.reshaped(&[1, n, w]).unwrap())
+                            .collect()
+                    };
+                    let op = Op::FusedRopeAppend {
+                        style,
+                        rot_dim: rot,
+                        pos,
+                    };
+                    let args = |qkv: &[Tensor], caches: &[Tensor; 2]| {
+                        let mut a = qkv.to_vec();
+                        a.extend([cos.clone(), sin.clone()]);
+                        a.extend(caches.iter().cloned());
+                        a
+                    };
+                    let got = g
+                        .execute(&op, &args(&rows(&qkv), &caches), &mut ctx)
+                        .unwrap();
+                    g.synchronize().unwrap();
+                    counts.push((style, g.dispatches() - before));
+                    let xr = if g.int8_matvec(DType::Q4_0) {
+                        backend_util::wgpu::q8_rounded(&x)
+                    } else {
+                        x
+                    };
+                    let ins = [&[xr][..], &ws].concat();
+                    let want_qkv = reference::execute(&Op::FusedQkv, &ins).unwrap();
+                    for (a, b) in qkv.iter().zip(&want_qkv) {
+                        assert_close_on(g, &format!("{what}: q/k/v"), a, b, 1e-4, floor);
+                    }
+                    let expect = reference::execute(&op, &args(&rows(&want_qkv), &want)).unwrap();
+                    assert_close_on(g, &format!("{what}: q"), &got[0], &expect[0], 1e-4, floor);
+                }
+                for (c, w) in caches.iter().zip(&want) {
+                    assert_close_on(g, &format!("{style:?} rot {rot}: caches"), c, w, 1e-4, 1.0);
+                }
+            }
+        }
+        let (normal, neox): (Vec<&(RopeStyle, u64)>, Vec<_>) =
+            counts.iter().partition(|(s, _)| *s == RopeStyle::Normal);
+        for (a, b) in normal.iter().zip(&neox) {
+            assert_eq!(a.1 + 1, b.1, "dispatches of normal and neox: {counts:?}");
+        }
+    }
+}
+
 #[test]
 fn kv_cache_on_device_matches_host_append() {
     let mut r = rng("kv_cache_on_device_matches_host_append");

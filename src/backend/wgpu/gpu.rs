@@ -98,6 +98,8 @@ pub struct Recorder {
     /// Frame allocator for activations.
     pub alloc: GpuFrameAllocator,
     submits: u64,
+    /// Dispatches recorded since the device was made.
+    dispatches: u64,
     /// Kernel of each timestamped dispatch of this batch (profiling only).
     profiled: Vec<String>,
     /// When the first op of this batch was recorded (profiling only).
@@ -115,6 +117,24 @@ pub struct Recorder {
     /// matrix-unit products, by (f32 buffer, rows, values a row): the f16
     /// twin. Emptied at every submit, as `int8_rows`.
     pub f16_rows: HashMap<(wgpu::Buffer, usize, usize), wgpu::Buffer>,
+    /// The one dispatch an op held back ([`Gpu::defer`]) so that the next op
+    /// may record it together with its own work ([`Gpu::take_deferred`]);
+    /// whatever records or submits next records it first, as it was.
+    deferred: Option<Deferred>,
+}
+
+/// A dispatch held back by [`Gpu::defer`], its pipeline built and its grid
+/// checked, so recording it later cannot fail.
+pub struct Deferred {
+    /// Kernel key (`name` or `name:dtype`).
+    pub key: String,
+    /// The buffers bound in order (the parameter block follows).
+    pub bufs: Vec<wgpu::Buffer>,
+    /// Kernel parameters.
+    pub params: Params,
+    /// Workgroups.
+    pub groups: u64,
+    pipe: wgpu::ComputePipeline,
 }
 
 /// Per-kernel GPU time from timestamp queries (`CYB_WGPU_PROFILE=1` on an
@@ -217,6 +237,15 @@ fn oom(bytes: u64) -> ExecutionError {
         backend: "wgpu".into(),
         requested_bytes: bytes as usize,
     }
+}
+
+/// Checks that `groups` workgroups fit the grid a dispatch spreads them over
+/// (at most 65535 x 65535).
+fn grid(groups: u64) -> Result<(), ExecutionError> {
+    if groups.div_ceil(groups.min(65535)) > 65535 {
+        return Err(oom(groups * WG * 4));
+    }
+    Ok(())
 }
 
 const COMMON: &str = include_str!("../../../shaders/common.wgsl");
@@ -329,6 +358,12 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("matvec_qkv.wgsl"),
             mv_reduce,
         ],
+        "matvec_qkv_rope" => vec![
+            file!("matvec.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_qkv_rope.wgsl"),
+            mv_reduce,
+        ],
         "matvec_glu" => vec![file!("matvec.wgsl"), file!("matvec_glu.wgsl"), mv_reduce],
         "quant_q8" => vec![file!("quant_q8.wgsl"), file!("q8_block.wgsl"), q8_parts],
         "matvec_q8" => vec![
@@ -343,6 +378,13 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("dequant_q8.wgsl"),
             file!("matvec_rows.wgsl"),
             file!("matvec_qkv.wgsl"),
+            mv_reduce,
+        ],
+        "matvec_q8_qkv_rope" => vec![
+            file!("matvec_q8.wgsl"),
+            file!("dequant_q8.wgsl"),
+            file!("matvec_rows.wgsl"),
+            file!("matvec_qkv_rope.wgsl"),
             mv_reduce,
         ],
         "matvec_q8_glu" => vec![
@@ -501,12 +543,14 @@ impl Gpu {
                 slots: 0,
                 alloc: GpuFrameAllocator::new(),
                 submits: 0,
+                dispatches: 0,
                 profiled: Vec::new(),
                 started: None,
                 readback: None,
                 last_submit: None,
                 int8_rows: HashMap::new(),
                 f16_rows: HashMap::new(),
+                deferred: None,
             }),
             weights: Mutex::new(HashMap::new()),
             bind_groups: Mutex::new(HashMap::new()),
@@ -597,6 +641,7 @@ impl Gpu {
     /// Submits everything recorded so far (one submit) and lets released
     /// buffers be reused.
     pub fn flush(&self, rec: &mut Recorder) {
+        self.record_deferred(rec);
         rec.pass = None;
         if let Some(mut enc) = rec.encoder.take() {
             if rec.slots > 0 {
@@ -658,6 +703,11 @@ impl Gpu {
         self.recorder().submits
     }
 
+    /// Dispatches recorded since the device was made.
+    pub fn dispatches(&self) -> u64 {
+        self.recorder().dispatches
+    }
+
     fn pipeline(&self, key: &str) -> Result<wgpu::ComputePipeline, ExecutionError> {
         let mut cache = lock(&self.pipelines);
         if let Some(p) = cache.get(key) {
@@ -711,30 +761,92 @@ impl Gpu {
         rec: &mut Recorder,
         key: &str,
         bufs: &[&wgpu::Buffer],
-        mut params: Params,
+        params: Params,
         groups: u64,
         z: u32,
     ) -> Result<(), ExecutionError> {
+        self.record_deferred(rec);
         if groups == 0 || z == 0 {
             return Ok(());
         }
         let pipe = self.pipeline(key)?;
+        grid(groups)?;
+        self.record(rec, &pipe, key, bufs, params, groups, z);
+        Ok(())
+    }
+
+    /// Holds back one dispatch (as [`Gpu::dispatch`] would record it) for the
+    /// next op, which may take it over ([`Gpu::take_deferred`]); any other
+    /// recording or submit records it first. A dispatch held back before is
+    /// recorded now.
+    pub fn defer(
+        &self,
+        rec: &mut Recorder,
+        key: &str,
+        bufs: &[&wgpu::Buffer],
+        params: Params,
+        groups: u64,
+    ) -> Result<(), ExecutionError> {
+        self.record_deferred(rec);
+        if groups == 0 {
+            return Ok(());
+        }
+        let pipe = self.pipeline(key)?;
+        grid(groups)?;
+        rec.deferred = Some(Deferred {
+            key: key.to_string(),
+            bufs: bufs.iter().map(|b| (*b).clone()).collect(),
+            params,
+            groups,
+            pipe,
+        });
+        Ok(())
+    }
+
+    /// The dispatch held back by [`Gpu::defer`], taken over by the caller
+    /// (which records it, or work that includes it), if `accept` takes it;
+    /// otherwise it stays held back.
+    pub fn take_deferred(
+        &self,
+        rec: &mut Recorder,
+        accept: impl FnOnce(&Deferred) -> bool,
+    ) -> Option<Deferred> {
+        rec.deferred.take_if(|d| accept(d))
+    }
+
+    /// Records the dispatch held back by [`Gpu::defer`], if any.
+    fn record_deferred(&self, rec: &mut Recorder) {
+        if let Some(d) = rec.deferred.take() {
+            let bufs: Vec<&wgpu::Buffer> = d.bufs.iter().collect();
+            self.record(rec, &d.pipe, &d.key, &bufs, d.params, d.groups, 1);
+        }
+    }
+
+    /// Records one dispatch whose grid [`grid`] accepted.
+    #[allow(clippy::too_many_arguments)]
+    fn record(
+        &self,
+        rec: &mut Recorder,
+        pipe: &wgpu::ComputePipeline,
+        key: &str,
+        bufs: &[&wgpu::Buffer],
+        mut params: Params,
+        groups: u64,
+        z: u32,
+    ) {
         if rec.slots == PARAM_SLOTS {
             self.flush(rec);
         }
-        let gx = groups.min(65535);
-        let gy = groups.div_ceil(gx);
-        if gy > 65535 {
-            return Err(oom(groups * WG * 4));
-        }
+        let (gx, gy) = (groups.min(65535), groups.div_ceil(groups.min(65535)));
         params[30] = gx as u32;
         params[31] = (gx * WG) as u32;
         let slot = rec.slots;
         rec.slots += 1;
+        rec.dispatches += 1;
         rec.params.resize((slot * 256) as usize, 0);
         rec.params
             .extend(params.iter().flat_map(|w| w.to_le_bytes()));
-        let bg = self.bind_group(&pipe, key, slot, bufs);
+        let bg = self.bind_group(pipe, key, slot, bufs);
         let timestamps = match &self.profiler {
             Some(pr) if rec.profiled.len() < PROFILED => {
                 let i = 2 * rec.profiled.len() as u32;
@@ -770,13 +882,12 @@ impl Gpu {
                 rec.pass.insert(pass)
             }
         };
-        pass.set_pipeline(&pipe);
+        pass.set_pipeline(pipe);
         pass.set_bind_group(0, &bg, &[]);
         pass.dispatch_workgroups(gx as u32, gy as u32, z);
         if own_pass {
             rec.pass = None;
         }
-        Ok(())
     }
 
     /// The bind group of `bufs` and parameter slot `slot` for kernel `key`
@@ -836,6 +947,7 @@ impl Gpu {
         dst_off: u64,
         bytes: u64,
     ) {
+        self.record_deferred(rec);
         if bytes == 0 {
             return;
         }
@@ -1193,6 +1305,7 @@ mod tests {
             "mm_coop_glu",
             "matvec",
             "matvec_qkv",
+            "matvec_qkv_rope",
             "matvec_glu",
             "embed",
         ];
@@ -1225,6 +1338,7 @@ mod tests {
         for k in [
             "matvec_q8",
             "matvec_q8_qkv",
+            "matvec_q8_qkv_rope",
             "matvec_q8_glu",
             "matvec_q8_cols",
         ] {

@@ -300,6 +300,12 @@ impl WgpuBackend {
         self.gpu.submits()
     }
 
+    /// Kernel dispatches recorded since the device was made (a dispatch held
+    /// back for the next op to take over counts once it is recorded).
+    pub fn dispatches(&self) -> u64 {
+        self.gpu.dispatches()
+    }
+
     /// Weights currently held on the GPU.
     pub fn cached_weights(&self) -> usize {
         self.gpu.cached_weights()

@@ -392,13 +392,14 @@ fn fused_products(
         p[8] = *q as u32;
         p[9] = (q + kr) as u32;
         let (kernel, xd) = decode_operand(gpu, rec, x, k, dtype, "matvec_qkv")?;
-        return gpu.dispatch(
+        // Held back: a FusedRopeAppend of these outputs next does its work in
+        // this dispatch ([`qkv_with_rope`]).
+        return gpu.defer(
             rec,
             &format!("{kernel}:{name}"),
             &[&c.buf, &xd, yq, yk, yv],
             p,
             n.div_ceil(MV_ROWS) as u64,
-            1,
         );
     }
     if let ([q, kr, v], [yq, yk, yv], true) = (rows, ys, coop_product(gpu, dtype, m)) {
@@ -427,6 +428,66 @@ fn fused_products(
         base += n;
     }
     Ok(())
+}
+
+/// FusedRopeAppend of one token's q, k and v, for [`qkv_with_rope`].
+struct TokenRope<'a> {
+    /// Query and key/value heads.
+    heads: [usize; 2],
+    /// Head sizes of q/k and of v, and the rotated dims.
+    dims: [usize; 3],
+    /// The token's position: its cos/sin table row and cache slot.
+    pos: usize,
+    /// The cos and sin tables (rotated / 2 values a row).
+    tables: [&'a wgpu::Buffer; 2],
+    /// The rotated q, the key cache, the value cache.
+    outs: [&'a wgpu::Buffer; 3],
+}
+
+/// Storage buffers one stage of shaders/matvec_qkv_rope.wgsl binds.
+const QKV_ROPE_STORAGE_BUFFERS: u32 = 10;
+
+/// FusedRopeAppend (RoPE style normal, one token) done by the one-row Q/K/V
+/// product that [`fused_products`] held back, where its outputs are `qkv`:
+/// that dispatch becomes shaders/matvec_qkv_rope.wgsl, which also writes the
+/// rotated q and the cache rows (same sums, same rotation). False, with
+/// nothing recorded, where there is no such product to take over.
+fn qkv_with_rope(
+    gpu: &Gpu,
+    rec: &mut Recorder,
+    qkv: [&wgpu::Buffer; 3],
+    r: TokenRope<'_>,
+) -> Result<bool, ExecutionError> {
+    let ([heads, kv_heads], [d, dv, rot]) = (r.heads, r.dims);
+    let rows = [
+        heads * d,
+        (heads + kv_heads) * d,
+        (heads + kv_heads) * d + kv_heads * dv,
+    ];
+    let fits = gpu.limits.max_storage_buffers_per_shader_stage >= QKV_ROPE_STORAGE_BUFFERS
+        && d % 2 == 0
+        && rot % 2 == 0
+        && rot <= d;
+    let taken = gpu.take_deferred(rec, |p| {
+        let base = p.key.split(':').next();
+        fits && matches!(base, Some("matvec_qkv" | "matvec_q8_qkv"))
+            && p.bufs.len() == 5
+            && p.bufs[2..].iter().zip(qkv).all(|(a, b)| a == b)
+            && [p.params[8], p.params[9], p.params[1]] == rows.map(|n| n as u32)
+    });
+    let Some(p) = taken else {
+        return Ok(false);
+    };
+    let key = p.key.replacen("qkv", "qkv_rope", 1);
+    let mut params = p.params;
+    params[12..15].copy_from_slice(&[d as u32, rot as u32, r.pos as u32]);
+    params[16] = (r.pos * kv_heads * d) as u32;
+    params[17] = (r.pos * kv_heads * dv) as u32;
+    let mut bufs: Vec<&wgpu::Buffer> = p.bufs.iter().collect();
+    bufs.extend(r.tables);
+    bufs.extend(r.outs);
+    gpu.dispatch(rec, &key, &bufs, params, p.groups, 1)?;
+    Ok(true)
 }
 
 /// SwiGLU of `m` input rows against the fused gate-then-up weight `w` (`n`
@@ -973,6 +1034,19 @@ pub fn run(
             let cb = vector_rows(gpu, &inputs[3], half)?;
             let sb = vector_rows(gpu, &inputs[4], half)?;
             let (t, y) = out(gpu, rec, q_info)?;
+            let rope = TokenRope {
+                heads: [heads, kv_heads],
+                dims: [d, dv, *rot_dim],
+                pos: *pos,
+                tables: [&cb, &sb],
+                outs: [&y, kcb.buffer(), vcb.buffer()],
+            };
+            if s == 1
+                && *style == RopeStyle::Normal
+                && qkv_with_rope(gpu, rec, [&qb, &kb, &vb], rope)?
+            {
+                return Ok(vec![t, kc.clone(), vc.clone()]);
+            }
             let mut p: Params = [0; 32];
             p[..10].copy_from_slice(&[
                 s as u32,
