@@ -15,10 +15,11 @@
 # bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
 #   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
-# decode: (carry .gl .wgbin .devbin/llvk) the 8B shape's decode: the kernel
-#   tests, tg128 against an earlier build's (.wgbin/base.gz, when there), tg128 per
-#   dispatches per submit, at depth 512 and after a 511-token prompt, next to
-#   llama.cpp-Vulkan's tg128 at depths 0 and 512; the per-kernel profile.
+# decodeab: (carry .gl .wgbin .devbin/llvk .devbin/heads) the 8B shape's decode:
+#   the kernel tests, tg128 against earlier builds' (.wgbin/ab-NAME.gz, in
+#   turns), pp512, tg128 --sync-tokens and at depth 512, `run` with short and
+#   511-token prompts, llama.cpp-Vulkan's pp512 and tg128 at depths 0 and 512,
+#   the small models' benches next to llama.cpp's.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
 #   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
 #   the 8B shape's prefill profile, pp512 with them off, the full bench, the
@@ -53,6 +54,9 @@ greedy() { # model backend
   $B run "$1" -p "The capital of France is" -n 16 --temp 0 --no-chat --backend "$2" --json \
     | python3 -c 'import json,sys; print(json.load(sys.stdin)["text"])'
 }
+for z in .wgbin/vocab.gguf.gz .wgbin/wgpu_kernels.gz; do # carried compressed (the 64 MiB carry limit)
+  [ -f "$z" ] && gunzip -c "$z" >"${z%.gz}" && chmod +x "${z%.gz}"
+done
 LLVK=$M/llama-bench-vulkan
 if [ -f .devbin/llvk/llama-bench-vulkan.xz ]; then
   python3 -c 'import lzma,sys,shutil; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
@@ -164,37 +168,32 @@ variants() { # tg128 of the 8B model with each shaders/variants/ folder
   done
 }
 case $phase in
-decode)
-  # issue 23: the 8B shape's decode. tg128 per dispatches-per-submit (CYB_WGPU_BATCH), the
-  # decode after a 512-token prompt (bench -d 512, `run` on a 511-token prompt) next to
-  # llama.cpp-Vulkan's tg128 at depths 0 and 512, then the per-kernel profile.
-  # carry .gl .wgbin .devbin/llvk
+decodeab)
+  # issue 23: the 8B shape's decode against earlier builds, and after a 512-token prompt.
+  # carry .gl .wgbin .devbin/llvk .devbin/heads
   install_bin
   models_8b
   kernel_tests
-  if [ -f .wgbin/base.gz ]; then # an earlier build, for an A/B of the decode in this call
-    gunzip -c .wgbin/base.gz >$M/base && chmod +x $M/base
-    for i in 1 2; do
-      say "8b tg128, this build ($i)"
-      $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
-      say "8b tg128, the build in .wgbin/base.gz ($i)"
-      $M/base bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+  for i in 1 2; do # A/B against earlier builds carried as .wgbin/ab-NAME.gz, in turns
+    say "8b tg128, this build ($i)"
+    $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+    for a in .wgbin/ab-*.gz; do
+      [ -f "$a" ] || continue
+      gunzip -c "$a" >$M/ab && chmod +x $M/ab
+      say "8b tg128, the build $(basename $a .gz) ($i)"
+      $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
     done
-  fi
-  for b in 32 64 128 256 4096; do
-    say "8b tg128, CYB_WGPU_BATCH=$b"
-    CYB_WGPU_BATCH=$b $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
   done
-  say "8b tg128 at depth 512"
+  say "8b pp512, tg128 --sync-tokens, tg128 at depth 512"
+  $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
-  prompt512
-  say "8b run, 512-token prompt"
-  $B run $M/l8b.model -f $M/p512.txt -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
+  run_prompts
   if [ -x $LLVK ]; then
-    say "8b llama.cpp-Vulkan tg128 at depths 0 and 512"
-    $LLVK -m $M/l8b.gguf -p 0 -n 128 -d 0,512 -ngl 99 -r 3
+    say "8b llama.cpp-Vulkan pp512 and tg128 at depths 0 and 512"
+    $LLVK -m $M/l8b.gguf -p 512 -n 128 -d 0,512 -ngl 99 -r 3
   fi
-  profile_8b
+  small_benches
   ;;
 coop)
   # issue 23: prefill on the matrix units. carry .gl .wgbin (.wgbin/wgpu_kernels:

@@ -613,12 +613,14 @@ fn fused_rope_append_matches_reference() {
 #[test]
 fn one_token_qkv_and_rope_append_fuse_and_match_reference() {
     let mut r = rng("one_token_qkv_and_rope_append_fuse_and_match_reference");
-    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
-    let f32_acts = WgpuBackend::with_f32_activations().expect("a third wgpu device");
+    // Devices of this test's own: the dispatch counts see no other test's.
+    let own = WgpuBackend::new().expect("a second wgpu device");
+    let plain = WgpuBackend::without_subgroups().expect("a third wgpu device");
+    let f32_acts = WgpuBackend::with_f32_activations().expect("a fourth wgpu device");
     let (m, h, hkv, d, dv, k) = (6, 4, 2, 24, 20, 320);
     let heads = [(h, d), (hkv, d), (hkv, dv)];
     let [wq, wk, wv] = heads.map(|(n, w)| rand_weight(&mut r, &[n * w, k], DType::Q4_0));
-    for g in [gpu(), &plain, &f32_acts] {
+    for g in [&own, &plain, &f32_acts] {
         let mut counts = Vec::new();
         for style in [RopeStyle::Normal, RopeStyle::Neox] {
             for rot in [d, 16] {

@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::ExecutionError;
 use std::collections::HashMap;
 use std::num::NonZeroU64;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// Bytes of one kernel parameter block (8 x vec4<u32>).
@@ -15,9 +16,10 @@ pub const PARAM_BYTES: u64 = 128;
 /// Parameter blocks per batch; a batch that needs more is submitted early.
 const PARAM_SLOTS: u64 = 4096;
 /// Dispatches recorded before a submit that does not wait, made at the next
-/// op boundary ([`Gpu::op_recorder`]; `CYB_WGPU_BATCH` overrides). 8B-shaped
-/// Q4_0 decode on an H200, tg128: 131 t/s submitting once per step, 165 at 32,
-/// 164 at 64, 153 at 128 (BENCHMARKS.md).
+/// op boundary while the GPU may be idle ([`Gpu::op_recorder`];
+/// `CYB_WGPU_BATCH` overrides). 8B-shaped Q4_0 decode on an H200 with every
+/// token waited for, tg128: 131 t/s submitting once per step, 165 at 32, 164
+/// at 64, 153 at 128 (BENCHMARKS.md).
 const BATCH_DISPATCHES: u64 = 32;
 /// Threads per workgroup of the flat-grid kernels.
 pub const WG: u64 = 64;
@@ -204,8 +206,14 @@ pub struct Gpu {
     profiler: Option<Profiler>,
     host_times: Option<Mutex<HostTimes>>,
     /// Dispatches recorded before the batch is submitted without waiting, so
-    /// that the GPU runs the first layers while the host records the rest.
+    /// that an idle GPU runs the first layers while the host records the rest.
     batch: u64,
+    /// Whether `batch` was set (`CYB_WGPU_BATCH`); otherwise it holds only
+    /// while the GPU may be idle (see [`Gpu::op_recorder`]).
+    batch_fixed: bool,
+    /// Token-id read-backs of [`Gpu::read_i32_later`] not yet waited for or
+    /// dropped: while there is one, the GPU has a queued forward to run.
+    ids_in_flight: Arc<AtomicUsize>,
     /// Whether the decode matvecs of the encodings in [`INT8_MATVEC`] take
     /// their activations as 8-bit blocks (the default; `CYB_WGPU_ACTIVATIONS=f32`
     /// or [`Gpu::use_f32_activations`] keeps them in f32).
@@ -236,6 +244,22 @@ fn oom(bytes: u64) -> ExecutionError {
     ExecutionError::OutOfMemory {
         backend: "wgpu".into(),
         requested_bytes: bytes as usize,
+    }
+}
+
+/// One count of a counter for as long as it lives (a read-back in flight).
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn new(counter: &Arc<AtomicUsize>) -> InFlight {
+        counter.fetch_add(1, Ordering::Relaxed);
+        InFlight(counter.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -527,6 +551,10 @@ impl Gpu {
             period_ns: queue.get_timestamp_period() as f64,
             totals: Mutex::new(HashMap::new()),
         });
+        let batch = std::env::var("CYB_WGPU_BATCH")
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .filter(|&n| n > 0);
         Gpu {
             device,
             queue,
@@ -558,11 +586,9 @@ impl Gpu {
             profiler,
             host_times,
             int8_activations: std::env::var("CYB_WGPU_ACTIVATIONS").map_or(true, |v| v != "f32"),
-            batch: std::env::var("CYB_WGPU_BATCH")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .filter(|&n| n > 0)
-                .map_or(BATCH_DISPATCHES, |n: u64| n.min(PARAM_SLOTS)),
+            batch: batch.map_or(BATCH_DISPATCHES, |n| n.min(PARAM_SLOTS)),
+            batch_fixed: batch.is_some(),
+            ids_in_flight: Arc::default(),
         }
     }
 
@@ -630,9 +656,16 @@ impl Gpu {
     /// op's uploaded inputs are released as soon as they are bound, so a
     /// submit inside an op would let the rest of its dispatches read buffers
     /// the next batch already reuses.
+    ///
+    /// While a token-id read-back is in flight the GPU has a queued forward
+    /// to run, so an early submit would not start it sooner: the batch then
+    /// grows to the whole forward (one submit, at the read-back), unless
+    /// `CYB_WGPU_BATCH` fixed it. 8B-shaped Q4_0 decode on an H100, tg128:
+    /// 262 t/s submitting every 32 dispatches, 279 once a forward (BENCHMARKS.md).
     pub fn op_recorder(&self) -> MutexGuard<'_, Recorder> {
         let mut rec = lock(&self.rec);
-        if rec.slots >= self.batch {
+        let queued = !self.batch_fixed && self.ids_in_flight.load(Ordering::Relaxed) > 0;
+        if rec.slots >= if queued { PARAM_SLOTS } else { self.batch } {
             self.flush(&mut rec);
         }
         rec
@@ -1211,7 +1244,9 @@ impl Gpu {
         });
         let device = self.device.clone();
         let free = self.id_readbacks.clone();
+        let in_flight = InFlight::new(&self.ids_in_flight);
         Ok(PendingId::new(move || {
+            let _in_flight = in_flight;
             let fail = |what: String| ExecutionError::BackendInit {
                 backend: "wgpu".into(),
                 reason: format!("reading a token id back failed: {what}"),
