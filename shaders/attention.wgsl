@@ -12,7 +12,10 @@
 // writes each head's output as the 8-bit blocks of the integer-dot matvec into
 // xq (q8_block.wgsl and q8_parts.wgsl, appended; g.x = a NaN), for the output
 // projection.
-// `key_range` is appended (attention_keys.wgsl).
+// `key_range` is appended (attention_keys.wgsl), and `reduce_max` /
+// `reduce_sum` over the workgroup (reduce_sg.wgsl with subgroups,
+// reduce_wg.wgsl without; threads past the tile pass NEG / 0); its `Lanes`
+// are this entry point's extra builtins.
 // Per tile of TILE keys: four threads per key share its dot product (each a
 // quarter of the dimensions, 16 contiguous values per turn); P V takes one
 // thread per output dimension, and for dv <= 128 two threads per dimension
@@ -32,26 +35,7 @@ const NEG: f32 = -3.4028235e38;
 var<workgroup> qs: array<f32, 256>;
 var<workgroup> part: array<f32, 256>;
 var<workgroup> ps: array<f32, 64>;
-var<workgroup> red: array<f32, 64>;
 var<workgroup> half_out: array<f32, 128>;
-
-// Max or sum of v over threads 0..TILE (the others pass anything).
-fn reduce_tile(t: u32, v: f32, is_max: bool) -> f32 {
-    if t < TILE {
-        red[t] = v;
-    }
-    workgroupBarrier();
-    for (var s = TILE / 2u; s > 0u; s >>= 1u) {
-        if t < s {
-            red[t] = select(red[t] + red[t + s], max(red[t], red[t + s]), is_max);
-        }
-        workgroupBarrier();
-    }
-    let total = workgroupUniformLoad(&red[0]);
-    // No thread may overwrite red[] (next reduce) before every thread has read it.
-    workgroupBarrier();
-    return total;
-}
 
 // q . k over dimensions k0 .. k0 + 4 (those below d) of key row `kb`.
 fn dot4(kb: u32, k0: u32, d: u32) -> f32 {
@@ -67,7 +51,11 @@ fn dot4(kb: u32, k0: u32, d: u32) -> f32 {
 }
 
 @compute @workgroup_size(256)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn main(
+    @builtin(workgroup_id) wid: vec3<u32>,
+    @builtin(local_invocation_index) t: u32,
+    lanes: Lanes,
+) {
     let heads = p.a.y;
     let kv_heads = p.a.z;
     let d = p.a.w;
@@ -130,7 +118,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if t < TILE && j0 + t < hi {
             s = (part[4u * t] + part[4u * t + 1u] + part[4u * t + 2u] + part[4u * t + 3u]) * scale;
         }
-        let m_new = max(m, reduce_tile(t, s, true));
+        let m_new = max(m, reduce_max(t, s, lanes));
         var e = 0.0;
         if t < TILE && j0 + t < hi {
             e = exp(s - m_new);
@@ -138,7 +126,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         if t < TILE {
             ps[t] = e;
         }
-        let tile_sum = reduce_tile(t, e, false);
+        let tile_sum = reduce_sum(t, e, lanes);
         let alpha = exp(m - m_new);
         l = l * alpha + tile_sum;
         m = m_new;

@@ -1,5 +1,6 @@
-// Workgroup sum through subgroup operations (SUBGROUP feature): one subgroupAdd,
-// one workgroup-memory step over the subgroups' partial sums.
+// Workgroup sum and max through subgroup operations (SUBGROUP feature): one
+// subgroupAdd (subgroupMax), one workgroup-memory step over the subgroups'
+// partial results. Every thread of the workgroup calls them.
 struct Lanes {
     @builtin(subgroup_invocation_id) lane: u32,
     @builtin(subgroup_id) sg: u32,
@@ -20,4 +21,18 @@ fn reduce_sum(t: u32, v: f32, l: Lanes) -> f32 {
     }
     workgroupBarrier();
     return total;
+}
+
+fn reduce_max(t: u32, v: f32, l: Lanes) -> f32 {
+    let s = subgroupMax(v);
+    if l.lane == 0u {
+        red[l.sg] = s;
+    }
+    workgroupBarrier();
+    var top = red[0];
+    for (var i = 1u; i < l.nsg; i++) {
+        top = max(top, red[i]);
+    }
+    workgroupBarrier();
+    return top;
 }

@@ -482,7 +482,17 @@ fn attention_matches_reference() {
         (16, 30, 30, 14, Mask::Causal),
         (17, 40, 40, 23, Mask::Sliding(1)),
     ] {
-        check_attention(&mut r, (sq, m, kv_len, q_pos, mask), (40, 43));
+        check_attention(gpu(), &mut r, (sq, m, kv_len, q_pos, mask), (40, 43));
+    }
+    // The decode kernel's max and sum through workgroup memory (no subgroups):
+    // keys in one pass and split in chunks.
+    let plain = WgpuBackend::without_subgroups().expect("a second wgpu device");
+    for case in [
+        (1, 150, 150, 149, Mask::Causal),
+        (1, 700, 650, 649, Mask::Causal),
+        (2, 900, 900, 898, Mask::Sliding(300)),
+    ] {
+        check_attention(&plain, &mut r, case, (40, 43));
     }
     // Head sizes of real models and the kernel's limits: d a multiple of 16
     // or not (the scalar tail), dv up to 128 (two threads per dimension) and
@@ -497,7 +507,7 @@ fn attention_matches_reference() {
         (21, 37, 100),
         (19, 200, 64),
     ] {
-        check_attention(&mut r, (sq, 90, 82, 82 - sq, Mask::Causal), (d, dv));
+        check_attention(gpu(), &mut r, (sq, 90, 82, 82 - sq, Mask::Causal), (d, dv));
     }
     // A prompt with head sizes the matrix units take (multiples of 16 up to
     // 128), where the device has them: three row blocks of 64 (the last
@@ -510,16 +520,17 @@ fn attention_matches_reference() {
         (16, 30, 30, 14, Mask::Causal, 16, 128),
         (17, 40, 40, 23, Mask::Sliding(1), 64, 64),
     ] {
-        check_attention(&mut r, (sq, m, kv_len, q_pos, mask), (d, dv));
+        check_attention(gpu(), &mut r, (sq, m, kv_len, q_pos, mask), (d, dv));
     }
 }
 
 /// Sdpa of `sq` random query rows (4 heads over 2 KV heads, head sizes d and
 /// dv) at position `q_pos` over the first `kv_len` of `m` random keys under
-/// `mask`, on wgpu against the reference: within 1e-5, or where the device
+/// `mask`, on `g` against the reference: within 1e-5, or where the device
 /// runs it on the matrix units within 1.2e-3 of max |V| (the f16
 /// probabilities' bound, 2^-10 of it: see `attention_on_matrix_units`).
 fn check_attention(
+    g: &WgpuBackend,
     r: &mut ChaCha8Rng,
     (sq, m, kv_len, q_pos, mask): (usize, usize, usize, usize, Mask),
     (d, dv): (usize, usize),
@@ -536,12 +547,12 @@ fn check_attention(
         q_pos,
         kv_len: Some(kv_len),
     };
-    if attention_on_matrix_units(gpu(), &op, &inputs) {
+    if attention_on_matrix_units(g, &op, &inputs) {
         let v = inputs[2].read_f32("test").expect("host values");
         let v_max = v.iter().fold(0.0f32, |a, x| a.max(x.abs()));
-        check(&op, &inputs, 1.2e-3, v_max);
+        check_on(g, &op, &inputs, 1.2e-3, v_max);
     } else {
-        check(&op, &inputs, 1e-5, 0.0);
+        check_on(g, &op, &inputs, 1e-5, 0.0);
     }
 }
 

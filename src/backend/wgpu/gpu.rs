@@ -365,6 +365,7 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("attention_keys.wgsl"),
             file!("q8_block.wgsl"),
             q8_parts,
+            reduce,
         ],
         "attention_rows" => vec![file!("attention_rows.wgsl"), file!("attention_keys.wgsl")],
         "attention_coop" => vec![file!("attention_coop.wgsl"), file!("attention_keys.wgsl")],
