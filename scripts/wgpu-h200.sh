@@ -17,8 +17,8 @@
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
 # decodeab: (carry .gl .wgbin .devbin/llvk .devbin/heads) the 8B shape's decode:
 #   the kernel tests, tg128 against earlier builds' (.wgbin/ab-NAME.gz, in
-#   turns), pp512, tg128 --sync-tokens and at depth 512, `run` with short and
-#   511-token prompts, llama.cpp-Vulkan's pp512 and tg128 at depths 0 and 512,
+#   turns), tg128 at depth 512, pp512, tg128 --sync-tokens, llama.cpp-Vulkan's
+#   pp512 and tg128 at depths 0 and 512, `run` with short and 511-token prompts,
 #   the small models' benches next to llama.cpp's.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
 #   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
@@ -184,15 +184,15 @@ decodeab)
       $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
     done
   done
-  say "8b pp512, tg128 --sync-tokens, tg128 at depth 512"
+  say "8b tg128 at depth 512, pp512, tg128 --sync-tokens"
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
   $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
-  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
-  run_prompts
   if [ -x $LLVK ]; then
     say "8b llama.cpp-Vulkan pp512 and tg128 at depths 0 and 512"
     $LLVK -m $M/l8b.gguf -p 512 -n 128 -d 0,512 -ngl 99 -r 3
   fi
+  run_prompts
   small_benches
   ;;
 coop)

@@ -7,7 +7,8 @@
 // rows. The per-dtype `mv_dq` (shaders/dequant.wgsl) decodes whole words.
 // Appended: the rows a workgroup computes and where their sums go
 // (`mv_rows`, `mv_store`, the outputs and parameter bindings:
-// matvec_rows.wgsl with matvec_out.wgsl or matvec_qkv.wgsl, or matvec_glu.wgsl), then the reduction
+// matvec_rows.wgsl with matvec_out.wgsl or matvec_qkv.wgsl and its ending,
+// matvec_qkv_out.wgsl or matvec_qkv_rope.wgsl; or matvec_glu.wgsl), then the reduction
 // and entry point (matvec_sg.wgsl with subgroups, matvec_wg.wgsl without).
 // a = (1, N in chunk, K, row bytes).
 @group(0) @binding(0) var<storage, read> w: array<u32>;

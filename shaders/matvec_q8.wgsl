@@ -6,8 +6,8 @@
 // x block serving all NR rows, and each row's block is one integer sum of
 // packed 4 x i8 dot products (`q8_dot`, shaders/dequant_q8.wgsl) scaled once.
 // Appended as for matvec.wgsl: the rows and outputs (matvec_rows.wgsl with
-// matvec_out.wgsl or matvec_qkv.wgsl, or matvec_glu.wgsl), then the reduction
-// and entry point (matvec_sg.wgsl or matvec_wg.wgsl).
+// matvec_out.wgsl or matvec_qkv.wgsl and its ending, or matvec_glu.wgsl),
+// then the reduction and entry point (matvec_sg.wgsl or matvec_wg.wgsl).
 // a = (1, N in chunk, K, row bytes).
 @group(0) @binding(0) var<storage, read> w: array<u32>;
 @group(0) @binding(1) var<storage, read> xq: array<vec4<u32>>;

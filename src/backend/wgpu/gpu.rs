@@ -381,11 +381,13 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("matvec.wgsl"),
             file!("matvec_rows.wgsl"),
             file!("matvec_qkv.wgsl"),
+            file!("matvec_qkv_out.wgsl"),
             mv_reduce,
         ],
         "matvec_qkv_rope" => vec![
             file!("matvec.wgsl"),
             file!("matvec_rows.wgsl"),
+            file!("matvec_qkv.wgsl"),
             file!("matvec_qkv_rope.wgsl"),
             mv_reduce,
         ],
@@ -403,12 +405,14 @@ fn kernel_files(name: &str, subgroups: bool) -> Option<Vec<(&'static str, &'stat
             file!("dequant_q8.wgsl"),
             file!("matvec_rows.wgsl"),
             file!("matvec_qkv.wgsl"),
+            file!("matvec_qkv_out.wgsl"),
             mv_reduce,
         ],
         "matvec_q8_qkv_rope" => vec![
             file!("matvec_q8.wgsl"),
             file!("dequant_q8.wgsl"),
             file!("matvec_rows.wgsl"),
+            file!("matvec_qkv.wgsl"),
             file!("matvec_qkv_rope.wgsl"),
             mv_reduce,
         ],
@@ -799,14 +803,30 @@ impl Gpu {
         groups: u64,
         z: u32,
     ) -> Result<(), ExecutionError> {
+        if let Some(pipe) = self.prepare(rec, key, groups, z)? {
+            self.record(rec, &pipe, key, bufs, params, groups, z);
+        }
+        Ok(())
+    }
+
+    /// What [`Gpu::dispatch`] and [`Gpu::defer`] do first: records the
+    /// dispatch held back before, then gives kernel `key`'s pipeline where
+    /// `groups` workgroups fit the grid (none where `groups` or the `z`
+    /// layers are none).
+    fn prepare(
+        &self,
+        rec: &mut Recorder,
+        key: &str,
+        groups: u64,
+        z: u32,
+    ) -> Result<Option<wgpu::ComputePipeline>, ExecutionError> {
         self.record_deferred(rec);
         if groups == 0 || z == 0 {
-            return Ok(());
+            return Ok(None);
         }
         let pipe = self.pipeline(key)?;
         grid(groups)?;
-        self.record(rec, &pipe, key, bufs, params, groups, z);
-        Ok(())
+        Ok(Some(pipe))
     }
 
     /// Holds back one dispatch (as [`Gpu::dispatch`] would record it) for the
@@ -821,12 +841,9 @@ impl Gpu {
         params: Params,
         groups: u64,
     ) -> Result<(), ExecutionError> {
-        self.record_deferred(rec);
-        if groups == 0 {
+        let Some(pipe) = self.prepare(rec, key, groups, 1)? else {
             return Ok(());
-        }
-        let pipe = self.pipeline(key)?;
-        grid(groups)?;
+        };
         rec.deferred = Some(Deferred {
             key: key.to_string(),
             bufs: bufs.iter().map(|b| (*b).clone()).collect(),
