@@ -15,6 +15,7 @@
 # bench: adapter report; greedy parity cpu vs wgpu on a tiny random Llama;
 #   a Llama-3-8B-shaped Q4_0 GGUF with seeded random weights generated there:
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
+# decodequick: (carry .gl .wgbin .devbin/llvk) decodeab's first figures only.
 # decodeab: (carry .gl .wgbin .devbin/llvk .devbin/heads) the 8B shape's decode:
 #   the kernel tests, tg128 against earlier builds' (.wgbin/ab-NAME.gz, in
 #   turns), tg128 at depth 512, pp512, tg128 --sync-tokens, llama.cpp-Vulkan's
@@ -168,6 +169,23 @@ variants() { # tg128 of the 8B model with each shaders/variants/ folder
   done
 }
 case $phase in
+decodequick)
+  # issue 23: the 8B's tg128 and tg128 at depth 512 next to llama.cpp-Vulkan's tg128, then
+  # the first earlier build's (.wgbin/ab-NAME.gz): decodeab for a call of about 90 s.
+  # carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  say "8b tg128 and tg128 at depth 512, this build"
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
+  [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 0 -n 128 -ngl 99 -r 3 | grep tg128
+  for a in .wgbin/ab-*.gz; do
+    gunzip -c "$a" >$M/ab && chmod +x $M/ab
+    say "8b tg128, the build $(basename $a .gz)"
+    $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+    break
+  done
+  ;;
 decodeab)
   # issue 23: the 8B shape's decode against earlier builds, and after a 512-token prompt.
   # carry .gl .wgbin .devbin/llvk .devbin/heads
