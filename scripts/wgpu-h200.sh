@@ -170,8 +170,9 @@ variants() { # tg128 of the 8B model with each shaders/variants/ folder
 }
 case $phase in
 decodequick)
-  # issue 23: the 8B's tg128 and tg128 at depth 512 next to llama.cpp-Vulkan's tg128, then
-  # the first earlier build's (.wgbin/ab-NAME.gz): decodeab for a call of about 90 s.
+  # issue 23: the 8B's tg128 and tg128 at depth 512 next to llama.cpp-Vulkan's tg128, `run`
+  # on a short prompt, then the first earlier build's tg128 (.wgbin/ab-NAME.gz): decodeab
+  # for a call of about 90 s.
   # carry .gl .wgbin .devbin/llvk
   install_bin
   models_8b
@@ -179,6 +180,8 @@ decodequick)
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
   [ -x $LLVK ] && $LLVK -m $M/l8b.gguf -p 0 -n 128 -ngl 99 -r 3 | grep tg128
+  say "8b run, short prompt"
+  $B run $M/l8b.model -p "Hello" -n 128 --temp 0 --no-chat --backend wgpu --timings >/dev/null
   for a in .wgbin/ab-*.gz; do
     gunzip -c "$a" >$M/ab && chmod +x $M/ab
     say "8b tg128, the build $(basename $a .gz)"
