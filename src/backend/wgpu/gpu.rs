@@ -205,12 +205,9 @@ pub struct Gpu {
     id_readbacks: Arc<Mutex<Vec<wgpu::Buffer>>>,
     profiler: Option<Profiler>,
     host_times: Option<Mutex<HostTimes>>,
-    /// Dispatches recorded before the batch is submitted without waiting, so
-    /// that an idle GPU runs the first layers while the host records the rest.
-    batch: u64,
-    /// Whether `batch` was set (`CYB_WGPU_BATCH`); otherwise it holds only
-    /// while the GPU may be idle (see [`Gpu::op_recorder`]).
-    batch_fixed: bool,
+    /// Dispatches recorded before the batch is submitted without waiting when
+    /// `CYB_WGPU_BATCH` fixes it; otherwise [`Gpu::op_recorder`] decides.
+    fixed_batch: Option<u64>,
     /// Token-id read-backs of [`Gpu::read_i32_later`] not yet waited for or
     /// dropped: while there is one, the GPU has a queued forward to run.
     ids_in_flight: Arc<AtomicUsize>,
@@ -591,8 +588,7 @@ impl Gpu {
             profiler,
             host_times,
             int8_activations: std::env::var("CYB_WGPU_ACTIVATIONS").map_or(true, |v| v != "f32"),
-            batch: batch.map_or(BATCH_DISPATCHES, |n| n.min(PARAM_SLOTS)),
-            batch_fixed: batch.is_some(),
+            fixed_batch: batch.map(|n| n.min(PARAM_SLOTS)),
             ids_in_flight: Arc::default(),
         }
     }
@@ -657,7 +653,7 @@ impl Gpu {
     }
 
     /// Locks the recorder for the next op, first submitting the batch (without
-    /// waiting) once it holds `batch` dispatches. Only here, between ops: an
+    /// waiting) once it holds [`BATCH_DISPATCHES`] dispatches. Only here, between ops: an
     /// op's uploaded inputs are released as soon as they are bound, so a
     /// submit inside an op would let the rest of its dispatches read buffers
     /// the next batch already reuses.
@@ -669,8 +665,14 @@ impl Gpu {
     /// 262 t/s submitting every 32 dispatches, 279 once a forward (BENCHMARKS.md).
     pub fn op_recorder(&self) -> MutexGuard<'_, Recorder> {
         let mut rec = lock(&self.rec);
-        let queued = !self.batch_fixed && self.ids_in_flight.load(Ordering::Relaxed) > 0;
-        if rec.slots >= if queued { PARAM_SLOTS } else { self.batch } {
+        let batch = self.fixed_batch.unwrap_or_else(|| {
+            if self.ids_in_flight.load(Ordering::Relaxed) > 0 {
+                PARAM_SLOTS
+            } else {
+                BATCH_DISPATCHES
+            }
+        });
+        if rec.slots >= batch {
             self.flush(&mut rec);
         }
         rec
