@@ -17,10 +17,12 @@
 #   per-kernel GPU profile (CYB_WGPU_PROFILE=1), `cyb-llm bench` pp512/tg128.
 # decodequick: (carry .gl .wgbin .devbin/llvk) decodeab's first figures only.
 # decodeab: (carry .gl .wgbin .devbin/llvk .devbin/heads) the 8B shape's decode:
-#   the kernel tests, tg128 against earlier builds' (.wgbin/ab-NAME.gz, in
-#   turns), tg128 at depth 512, pp512, tg128 --sync-tokens, llama.cpp-Vulkan's
-#   pp512 and tg128 at depths 0 and 512, `run` with short and 511-token prompts,
-#   the small models' benches next to llama.cpp's.
+#   the kernel tests, tg128 and tg128 at depth 512 against other builds'
+#   (.wgbin/ab-NAME.gz) and shader variants' (shaders/variants/NAME/, never
+#   committed), in turns, pp512, tg128 --sync-tokens, llama.cpp-Vulkan's pp512
+#   and tg128 at depths 0 and 512, GPU time per kernel at depths 0 and 512,
+#   `run` with short and 511-token prompts, the small models' benches next to
+#   llama.cpp's.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
 #   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
 #   the 8B shape's prefill profile, pp512 with them off, the full bench, the
@@ -195,23 +197,42 @@ decodeab)
   install_bin
   models_8b
   kernel_tests
-  for i in 1 2; do # A/B against earlier builds carried as .wgbin/ab-NAME.gz, in turns
-    say "8b tg128, this build ($i)"
+  for i in 1 2; do # A/B against other builds carried as .wgbin/ab-NAME.gz, in turns, at depths 0 and 512
+    say "8b tg128 and at depth 512, this build ($i)"
     $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+    $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
     for a in .wgbin/ab-*.gz; do
       [ -f "$a" ] || continue
       gunzip -c "$a" >$M/ab && chmod +x $M/ab
-      say "8b tg128, the build $(basename $a .gz) ($i)"
+      say "8b tg128 and at depth 512, the build $(basename $a .gz) ($i)"
       $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+      $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
+    done
+    for v in shaders/variants/*/; do # shader variants (CYB_WGPU_SHADERS), never committed
+      [ -d "$v" ] || continue
+      say "8b tg128 and at depth 512, shader variant $(basename $v) ($i)"
+      CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 | tail -1
+      CYB_WGPU_SHADERS=$v $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
     done
   done
-  say "8b tg128 at depth 512, pp512, tg128 --sync-tokens"
-  $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -d 512 -r 3 | tail -1
+  for v in shaders/variants/*/; do
+    [ -d "$v" ] || continue
+    say "shader variant $(basename $v): kernel tests"
+    CYB_WGPU_SHADERS=$v .wgbin/wgpu_kernels 2>&1 | grep -E "test result|FAILED|panicked|relative error" || true
+  done
+  say "8b pp512, tg128 --sync-tokens"
   $B bench $M/l8b.model --backend wgpu -p 512 -n 0 -r 3 | tail -1
   $B bench $M/l8b.model --backend wgpu -p 0 -n 128 -r 3 --sync-tokens | tail -1
   if [ -x $LLVK ]; then
     say "8b llama.cpp-Vulkan pp512 and tg128 at depths 0 and 512"
     $LLVK -m $M/l8b.gguf -p 512 -n 128 -d 0,512 -ngl 99 -r 3
+  fi
+  profile_8b
+  say "8b tg32 at depth 512, GPU time per kernel (CYB_WGPU_PROFILE=1)"
+  CYB_WGPU_PROFILE=1 $B bench $M/l8b.model --backend wgpu -p 0 -n 32 -d 512 -r 1
+  if [ -x $M/ab ]; then
+    say "8b tg32 at depth 512, GPU time per kernel, the last ab build"
+    CYB_WGPU_PROFILE=1 $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 32 -d 512 -r 1
   fi
   run_prompts
   small_benches
