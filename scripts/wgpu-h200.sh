@@ -23,6 +23,10 @@
 #   and tg128 at depths 0 and 512, GPU time per kernel at depths 0 and 512,
 #   `run` with short and 511-token prompts, the small models' benches next to
 #   llama.cpp's.
+# attnab: (carry .gl .wgbin .devbin/llvk) decode attention over long contexts:
+#   the attention kernel tests, tg128 at depths 512 and 2048 against the
+#   .wgbin/ab-NAME.gz builds in turns, llama.cpp-Vulkan's at the same depths,
+#   the last ab build's GPU time per kernel at depth 512.
 # coop: (carry .gl .wgbin [.devbin/llvk]) prefill on the matrix units (issue 23):
 #   the kernel tests (.wgbin/wgpu_kernels) with the matrix units on and off,
 #   the 8B shape's prefill profile, pp512 with them off, the full bench, the
@@ -236,6 +240,34 @@ decodeab)
   fi
   run_prompts
   small_benches
+  ;;
+attnab)
+  # issue 23: decode attention over long contexts, this build against the
+  # .wgbin/ab-NAME.gz builds in turns at depths 512 and 2048, llama.cpp's at
+  # the same depths, GPU time per kernel of the last ab build at depth 512.
+  # carry .gl .wgbin .devbin/llvk
+  install_bin
+  models_8b
+  if [ -x .wgbin/wgpu_kernels ]; then
+    say "attention kernel tests on this GPU"
+    .wgbin/wgpu_kernels attention 2>&1 | grep -E "test result|FAILED|panicked|relative error" || true
+  fi
+  for i in 1 2; do
+    for a in "" .wgbin/ab-*.gz; do
+      X=$B
+      if [ -n "$a" ]; then gunzip -c "$a" >$M/ab && chmod +x $M/ab && X=$M/ab; fi
+      say "8b tg128 at depths 512 and 2048, the build ${a:-this one} ($i)"
+      for depth in 512 2048; do
+        $X bench $M/l8b.model --backend wgpu -p 0 -n 128 -d $depth -r 3 | tail -1
+      done
+    done
+  done
+  if [ -x $LLVK ]; then
+    say "8b llama.cpp-Vulkan tg128 at depths 512 and 2048"
+    $LLVK -m $M/l8b.gguf -p 0 -n 128 -d 512,2048 -ngl 99 -r 3
+  fi
+  say "8b tg32 at depth 512, GPU time per kernel, the last ab build"
+  CYB_WGPU_PROFILE=1 $M/ab bench $M/l8b.model --backend wgpu -p 0 -n 32 -d 512 -r 1 | grep -E "attention|us/call"
   ;;
 coop)
   # issue 23: prefill on the matrix units. carry .gl .wgbin (.wgbin/wgpu_kernels:
