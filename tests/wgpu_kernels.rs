@@ -509,6 +509,25 @@ fn attention_matches_reference() {
     ] {
         check_attention(gpu(), &mut r, (sq, 90, 82, 82 - sq, Mask::Causal), (d, dv));
     }
+    // One query row over many keys with the query heads of a key/value head
+    // in one workgroup: groups of 1 to 4 heads (8: the per-head kernel),
+    // real models' head sizes (Llama 128, SmolLM2 64, Gemma-3 256) and odd
+    // ones, tiles of 32 and of 64 keys, one tile a chunk and several, a
+    // partial last tile, a window.
+    for (case, (d, dv), heads) in [
+        ((1, 700, 650, 649, Mask::Causal), (128, 128), (32, 8)),
+        ((1, 2200, 2100, 2099, Mask::Causal), (128, 128), (32, 8)),
+        ((1, 4300, 4200, 4199, Mask::Causal), (64, 64), (16, 4)),
+        ((1, 600, 517, 516, Mask::Causal), (64, 64), (9, 3)),
+        ((1, 400, 300, 299, Mask::Causal), (256, 256), (4, 1)),
+        ((1, 300, 300, 299, Mask::Causal), (40, 43), (2, 2)),
+        ((1, 300, 270, 269, Mask::Causal), (36, 200), (6, 2)),
+        ((1, 5000, 4500, 4499, Mask::Causal), (64, 64), (4, 1)),
+        ((1, 900, 900, 899, Mask::Sliding(333)), (128, 128), (8, 2)),
+        ((1, 900, 800, 799, Mask::Causal), (128, 128), (16, 2)),
+    ] {
+        check_attention_heads(gpu(), &mut r, case, (d, dv), heads);
+    }
     // A prompt with head sizes the matrix units take (multiples of 16 up to
     // 128), where the device has them: three row blocks of 64 (the last
     // partial), keys over several tiles of 32 and a partial last tile, every
@@ -532,10 +551,20 @@ fn attention_matches_reference() {
 fn check_attention(
     g: &WgpuBackend,
     r: &mut ChaCha8Rng,
+    case: (usize, usize, usize, usize, Mask),
+    head_sizes: (usize, usize),
+) {
+    check_attention_heads(g, r, case, head_sizes, (4, 2));
+}
+
+/// [`check_attention`] with `h` query heads over `hkv` key/value heads.
+fn check_attention_heads(
+    g: &WgpuBackend,
+    r: &mut ChaCha8Rng,
     (sq, m, kv_len, q_pos, mask): (usize, usize, usize, usize, Mask),
     (d, dv): (usize, usize),
+    (h, hkv): (usize, usize),
 ) {
-    let (h, hkv) = (4, 2);
     let inputs = [
         rand_tensor(r, &[sq, h, d]),
         rand_tensor(r, &[m, hkv, d]),
