@@ -8,8 +8,8 @@
 // dv <= 256). a = (1, H, Hkv, d), b = (dv, kv_len, q_pos, mask), c = (window,
 // 1, chunks, chunk length in keys), d.x = scale; `key_range` is appended
 // (attention_keys.wgsl).
-// Per tile of TILE keys: the WG / TILE threads from (WG / TILE) c share key
-// c's row (each 4 dimensions in turns) and keep a
+// Per tile of TILE keys: KEY_THREADS = WG / TILE threads share key c's row
+// (threads KEY_THREADS c and on, four dimensions each in turns) and keep a
 // partial dot product per head; each head's tile max and exponent sum come
 // from one tree over (max, sum) pairs. P V: one thread per output dimension
 // (two per dimension for dv <= 128, each half of the tile's keys), its value
