@@ -12,7 +12,7 @@
 // writes each head's output as the 8-bit blocks of the integer-dot matvec into
 // xq (q8_block.wgsl and q8_parts.wgsl, appended; g.x = a NaN), for the output
 // projection.
-// `key_range` is appended (attention_keys.wgsl), and `reduce_max` /
+// `key_range` and `pv_threads` are appended (attention_keys.wgsl), and `reduce_max` /
 // `reduce_sum` over the workgroup (reduce_sg.wgsl with subgroups,
 // reduce_wg.wgsl without; threads past the tile pass NEG / 0); its `Lanes`
 // are this entry point's extra builtins.
@@ -93,11 +93,11 @@ fn main(
     workgroupBarrier();
     let kstride = kv_heads * d;
     let vstride = kv_heads * dv;
-    // P V split: two threads per dimension (halves of the tile) when dv <= 128.
-    let split = select(1u, 2u, dv <= 128u);
-    let dim = t % (WG / split);
-    let half = t / (WG / split);
-    let keys = TILE / split;
+    let pv = pv_threads(t, dv, TILE);
+    let split = pv.split;
+    let dim = pv.dim;
+    let half = pv.half;
+    let keys = pv.keys;
     var acc = 0.0;
     var m = NEG;
     var l = 0.0;

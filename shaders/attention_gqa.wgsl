@@ -6,8 +6,8 @@
 // attention.wgsl's stage 1 does; its stage 2 merges them.
 // Q [1, H, d], K [M, Hkv, d], V [M, Hkv, dv] (d a multiple of 4, G d <= 1024,
 // dv <= 256). a = (1, H, Hkv, d), b = (dv, kv_len, q_pos, mask), c = (window,
-// 1, chunks, chunk length in keys), d.x = scale; `key_range` is appended
-// (attention_keys.wgsl).
+// 1, chunks, chunk length in keys), d.x = scale; `key_range` and
+// `pv_threads` are appended (attention_keys.wgsl).
 // Per tile of TILE keys: KEY_THREADS = WG / TILE threads share key c's row
 // (threads KEY_THREADS c and on, four dimensions each in turns) and keep a
 // partial dot product per head; each head's tile max and exponent sum come
@@ -61,10 +61,11 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     workgroupBarrier();
     let kstride = kv_heads * d;
     let vstride = kv_heads * dv;
-    let split = select(1u, 2u, dv <= 128u);
-    let dim = t % (WG / split);
-    let half = t / (WG / split);
-    let keys = TILE / split;
+    let pv = pv_threads(t, dv, TILE);
+    let split = pv.split;
+    let dim = pv.dim;
+    let half = pv.half;
+    let keys = pv.keys;
     let c = t / KEY_THREADS;
     let part = t % KEY_THREADS;
     var m = array<f32, GMAX>(NEG, NEG, NEG, NEG);

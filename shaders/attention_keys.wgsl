@@ -13,3 +13,19 @@ fn key_range(i: u32) -> vec2<u32> {
     }
     return vec2<u32>(lo, hi);
 }
+
+// The P V step's threads for dv output dimensions over a tile of `tile` keys
+// in a workgroup of 256: one thread per dimension, two (each half of the
+// tile's keys) when dv <= 128. Thread t takes dimension `dim` over keys
+// half * keys .. + keys of the tile.
+struct PvThreads {
+    split: u32,
+    dim: u32,
+    half: u32,
+    keys: u32,
+}
+
+fn pv_threads(t: u32, dv: u32, tile: u32) -> PvThreads {
+    let split = select(1u, 2u, dv <= 128u);
+    return PvThreads(split, t % (256u / split), t / (256u / split), tile / split);
+}
