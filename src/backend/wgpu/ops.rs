@@ -1271,33 +1271,28 @@ pub fn run(
                 dv,
             };
             match attention_kernel(gpu, shape, mask) {
-                AttentionKernel::GroupedSplitKeys {
-                    tile,
-                    chunks,
-                    chunk_len,
-                } => {
-                    let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
-                    p[9] = 1;
-                    p[10] = chunks as u32;
-                    p[11] = chunk_len as u32;
-                    let bufs = [&q, &k, &v, part.buffer()];
-                    let kernel = if tile == 64 {
-                        "attention_gqa64"
-                    } else {
-                        "attention_gqa32"
-                    };
-                    gpu.dispatch(rec, kernel, &bufs, p, (kv_heads * chunks) as u64, 1)?;
-                    p[9] = 2;
-                    let bufs = [&q, &k, &v, &o, part.buffer(), &xq];
-                    gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
+                kernel @ (AttentionKernel::GroupedSplitKeys {
+                    chunks, chunk_len, ..
                 }
-                AttentionKernel::SplitKeys { chunks, chunk_len } => {
+                | AttentionKernel::SplitKeys { chunks, chunk_len }) => {
+                    // Stage 1 writes each chunk's sums into `part`, stage 2
+                    // (attention.wgsl) merges them into O.
                     let part = gpu.frame(rec, (rows * chunks * (dv + 2) * 4) as u64)?;
                     let bufs = [&q, &k, &v, &o, part.buffer(), &xq];
                     p[9] = 1;
                     p[10] = chunks as u32;
                     p[11] = chunk_len as u32;
-                    gpu.dispatch(rec, "attention", &bufs, p, (rows * chunks) as u64, 1)?;
+                    if let AttentionKernel::GroupedSplitKeys { tile, .. } = kernel {
+                        let grouped = if tile == 64 {
+                            "attention_gqa64"
+                        } else {
+                            "attention_gqa32"
+                        };
+                        let stage_1 = [&q, &k, &v, part.buffer()];
+                        gpu.dispatch(rec, grouped, &stage_1, p, (kv_heads * chunks) as u64, 1)?;
+                    } else {
+                        gpu.dispatch(rec, "attention", &bufs, p, (rows * chunks) as u64, 1)?;
+                    }
                     p[9] = 2;
                     gpu.dispatch(rec, "attention", &bufs, p, rows as u64, 1)?;
                 }
